@@ -1,0 +1,56 @@
+// Array dimensions with inline storage for the common ranks, so that buffers made on the execute
+// path cost no heap allocation for their shape.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace plugboard {
+
+class Dims {
+ public:
+  static constexpr size_t kInline = 6;
+
+  Dims() = default;
+  Dims(std::span<const int64_t> d) { assign(d); }
+  Dims(std::initializer_list<int64_t> d) { assign(std::span<const int64_t>(d.begin(), d.size())); }
+  Dims(const std::vector<int64_t>& d) { assign(std::span<const int64_t>(d)); }
+  Dims(const Dims& o) { assign(o.span()); }
+  Dims& operator=(const Dims& o) {
+    if (this != &o) assign(o.span());
+    return *this;
+  }
+  Dims(Dims&&) noexcept = default;
+  Dims& operator=(Dims&&) noexcept = default;
+
+  size_t size() const { return size_; }
+  const int64_t* data() const { return heap_ ? heap_.get() : inline_; }
+  std::span<const int64_t> span() const { return {data(), size_}; }
+  int64_t operator[](size_t i) const { return data()[i]; }
+  std::vector<int64_t> to_vector() const { return {data(), data() + size_}; }
+  bool operator==(const Dims& o) const { return std::ranges::equal(span(), o.span()); }
+  bool operator==(std::span<const int64_t> o) const { return std::ranges::equal(span(), o); }
+
+ private:
+  void assign(std::span<const int64_t> d) {
+    size_ = d.size();
+    if (size_ <= kInline) {
+      heap_.reset();
+      std::copy(d.begin(), d.end(), inline_);
+    } else {
+      heap_ = std::make_unique<int64_t[]>(size_);
+      std::copy(d.begin(), d.end(), heap_.get());
+    }
+  }
+
+  size_t size_ = 0;
+  int64_t inline_[kInline] = {};
+  std::unique_ptr<int64_t[]> heap_;
+};
+
+}  // namespace plugboard

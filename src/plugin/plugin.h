@@ -1,0 +1,96 @@
+// One loaded PJRT plugin: the library, its API table, its negotiated version, attributes and
+// extensions. Loaded once per file (by device and inode), initialized once, never unloaded.
+//
+// This header does not include the PJRT C API: the CLI and bindings use it to list plugins.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "base/semver.h"
+#include "base/status.h"
+
+namespace plugboard {
+
+namespace abi {
+class Api;
+}
+
+struct PjrtVersion {
+  int major = 0, minor = 0;
+  auto operator<=>(const PjrtVersion&) const = default;
+  std::string to_string() const { return std::to_string(major) + "." + std::to_string(minor); }
+};
+
+// The PJRT versions plugboard loads: major 0, minor from kMinPjrtMinor up. The header it is built
+// against is 0.81; older tables are still driven safely because every call is guarded by the
+// table's struct_size (see abi/api.h).
+inline constexpr int kPjrtMajor = 0;
+inline constexpr int kMinPjrtMinor = 40;
+
+// A PJRT NamedValue as a value: string, int64, int64 list, float or bool.
+using NamedValueData = std::variant<std::string, int64_t, std::vector<int64_t>, float, bool>;
+struct NamedValue {
+  std::string name;
+  NamedValueData value;
+};
+std::string named_value_to_string(const NamedValueData& v);
+
+struct ExtensionInfo {
+  int type = 0;            // PJRT_Extension_Type
+  size_t struct_size = 0;  // as the plugin reports it: extensions grow between versions
+  std::string name;        // "FFI", "Layouts", ... ("type N" for one plugboard does not know)
+};
+
+class Plugin {
+ public:
+  ~Plugin();
+  Plugin(const Plugin&) = delete;
+  Plugin& operator=(const Plugin&) = delete;
+
+  // The path it was first loaded from, made absolute and canonical.
+  const std::filesystem::path& path() const { return path_; }
+  PjrtVersion version() const { return version_; }
+  const std::vector<NamedValue>& attributes() const { return attributes_; }
+  const NamedValue* attribute(std::string_view name) const;
+  std::optional<std::string> string_attribute(std::string_view name) const;
+  std::optional<int64_t> int_attribute(std::string_view name) const;
+  // stablehlo_current_version / stablehlo_minimum_version, which plugins report as int64 lists.
+  std::optional<SemVer> stablehlo_current_version() const;
+  std::optional<SemVer> stablehlo_minimum_version() const;
+
+  const std::vector<ExtensionInfo>& extensions() const { return extensions_; }
+  const ExtensionInfo* extension(int type) const;
+
+  // The guarded function table; only the layers below the public API include abi/api.h.
+  const abi::Api& api() const { return *api_; }
+
+ private:
+  friend Expected<std::shared_ptr<const Plugin>> load_plugin(const std::filesystem::path& path);
+  Plugin() = default;
+
+  std::filesystem::path path_;
+  std::unique_ptr<abi::Api> api_;
+  PjrtVersion version_;
+  std::vector<NamedValue> attributes_;
+  std::vector<ExtensionInfo> extensions_;
+};
+
+// Loads (or returns the already-loaded) plugin at `path`: dlopen with RTLD_NOW | RTLD_LOCAL,
+// GetPjrtApi, version check, PJRT_Plugin_Initialize, attributes, extensions. The outcome, success or
+// failure, is remembered per file: the same file is never initialized twice. Thread-safe.
+// Errors name the path: NOT_FOUND (no such file), INVALID_ARGUMENT (not an ELF shared library),
+// FAILED_PRECONDITION (dlopen failed, with dlerror; no GetPjrtApi; null API; unsupported version),
+// or the plugin's own error from PJRT_Plugin_Initialize.
+Expected<std::shared_ptr<const Plugin>> load_plugin(const std::filesystem::path& path);
+
+// Every plugin loaded successfully so far in this process, in load order.
+std::vector<std::shared_ptr<const Plugin>> loaded_plugins();
+
+}  // namespace plugboard

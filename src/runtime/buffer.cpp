@@ -1,0 +1,86 @@
+#include "runtime/buffer.h"
+
+#include "abi/api.h"
+#include "runtime/client.h"
+
+namespace plugboard {
+
+Buffer::Buffer(Buffer&& other) noexcept
+    : client_(std::move(other.client_)), handle_(other.handle_), dtype_(other.dtype_),
+      dims_(std::move(other.dims_)), device_index_(other.device_index_) {
+  other.handle_ = nullptr;
+}
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    reset();
+    client_ = std::move(other.client_);
+    handle_ = other.handle_;
+    dtype_ = other.dtype_;
+    dims_ = std::move(other.dims_);
+    device_index_ = other.device_index_;
+    other.handle_ = nullptr;
+  }
+  return *this;
+}
+
+Buffer::~Buffer() { reset(); }
+
+void Buffer::reset() {
+  if (!handle_) return;
+  auto args = PB_PJRT_ARGS(PJRT_Buffer_Destroy_Args);
+  args.buffer = handle_;
+  (void)PB_PJRT_CALL(client_->plugin().api(), PJRT_Buffer_Destroy, args);
+  handle_ = nullptr;
+}
+
+size_t Buffer::element_count() const {
+  size_t n = 1;
+  for (int64_t d : dims_.span()) n *= static_cast<size_t>(d);
+  return n;
+}
+
+std::string Buffer::shape_string() const { return plugboard::shape_string(dtype_, dims_.to_vector()); }
+
+namespace {
+Error invalid_buffer() {
+  return Error(Code::kFailedPrecondition, "the buffer is empty: moved from, or donated to an execution");
+}
+}  // namespace
+
+Expected<Event> Buffer::ready_event() const {
+  if (!handle_) return std::unexpected(invalid_buffer());
+  const abi::Api& api = client_->plugin().api();
+  auto args = PB_PJRT_ARGS(PJRT_Buffer_ReadyEvent_Args);
+  args.buffer = handle_;
+  PB_RETURN_IF_ERROR(PB_PJRT_CALL(api, PJRT_Buffer_ReadyEvent, args));
+  return Event(&api, args.event);
+}
+
+Expected<Event> Buffer::to_host_async(std::span<std::byte> dst) const {
+  if (!handle_) return std::unexpected(invalid_buffer());
+  if (dst.size() != byte_size())
+    return invalid_argument("destination holds " + std::to_string(dst.size()) + " bytes, the " + shape_string() +
+                            " buffer needs " + std::to_string(byte_size()));
+  const abi::Api& api = client_->plugin().api();
+  auto args = PB_PJRT_ARGS(PJRT_Buffer_ToHostBuffer_Args);
+  args.src = handle_;
+  args.dst = dst.data();
+  args.dst_size = dst.size();
+  PB_RETURN_IF_ERROR(PB_PJRT_CALL(api, PJRT_Buffer_ToHostBuffer, args));
+  return Event(&api, args.event);
+}
+
+Status Buffer::to_host(std::span<std::byte> dst) const {
+  if (dst.empty() && byte_size() == 0 && handle_) return ok();  // zero-size: nothing to copy
+  PB_ASSIGN_OR_RETURN(Event event, to_host_async(dst));
+  return event.await();
+}
+
+Expected<std::vector<std::byte>> Buffer::to_host() const {
+  std::vector<std::byte> out(byte_size());
+  PB_RETURN_IF_ERROR(to_host(out));
+  return out;
+}
+
+}  // namespace plugboard

@@ -1,0 +1,69 @@
+// An owned PJRT_Buffer on one device of a client. Keeps its client (and so its plugin) alive: the
+// caller may drop the client first. Its dtype and dims are cached at creation, so asking costs no
+// call into the plugin.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/dims.h"
+#include "base/dtype.h"
+#include "base/status.h"
+#include "runtime/event.h"
+#include "runtime/pjrt_handles.h"
+
+namespace plugboard {
+
+class Client;
+
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();
+
+  // False for a default-constructed, moved-from or donated buffer.
+  bool valid() const { return handle_ != nullptr; }
+  DType dtype() const { return dtype_; }
+  std::span<const int64_t> dims() const { return dims_.span(); }
+  size_t element_count() const;
+  size_t byte_size() const { return element_count() * dtype_size(dtype_); }
+  // Index of its device in client().devices().
+  int device_index() const { return device_index_; }
+  const std::shared_ptr<const Client>& client() const { return client_; }
+
+  // Completes when the buffer's contents are computed or transferred.
+  Expected<Event> ready_event() const;
+  // Copies the contents into `dst`, which must be exactly byte_size() bytes; blocks until done.
+  Status to_host(std::span<std::byte> dst) const;
+  // Starts the copy; `dst` must stay valid until the returned event fires.
+  Expected<Event> to_host_async(std::span<std::byte> dst) const;
+  // Convenience: a fresh vector with the contents.
+  Expected<std::vector<std::byte>> to_host() const;
+
+  PJRT_Buffer* raw() const { return handle_; }
+  // "f32[4,8]"
+  std::string shape_string() const;
+
+ private:
+  friend class Client;
+  friend class Executable;
+  Buffer(std::shared_ptr<const Client> client, PJRT_Buffer* handle, DType dtype, Dims dims, int device_index)
+      : client_(std::move(client)), handle_(handle), dtype_(dtype), dims_(std::move(dims)),
+        device_index_(device_index) {}
+  // Destroys the handle now (also after the plugin consumed the buffer by donation).
+  void reset();
+
+  std::shared_ptr<const Client> client_;
+  PJRT_Buffer* handle_ = nullptr;
+  DType dtype_ = DType::kInvalid;
+  Dims dims_;
+  int device_index_ = 0;
+};
+
+}  // namespace plugboard

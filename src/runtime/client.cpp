@@ -1,0 +1,186 @@
+#include "runtime/client.h"
+
+#include <cstdlib>
+
+#include "abi/api.h"
+#include "runtime/executable_internal.h"
+
+namespace plugboard {
+namespace {
+
+// PJRT NamedValues pointing into `options`, which must outlive them.
+std::vector<PJRT_NamedValue> to_pjrt(const std::vector<NamedValue>& options) {
+  std::vector<PJRT_NamedValue> out;
+  out.reserve(options.size());
+  for (const auto& o : options) {
+    auto v = PB_PJRT_ARGS(PJRT_NamedValue);
+    v.name = o.name.data();
+    v.name_size = o.name.size();
+    if (const auto* s = std::get_if<std::string>(&o.value)) {
+      v.type = PJRT_NamedValue_kString;
+      v.string_value = s->data();
+      v.value_size = s->size();
+    } else if (const auto* i = std::get_if<int64_t>(&o.value)) {
+      v.type = PJRT_NamedValue_kInt64;
+      v.int64_value = *i;
+      v.value_size = 1;
+    } else if (const auto* l = std::get_if<std::vector<int64_t>>(&o.value)) {
+      v.type = PJRT_NamedValue_kInt64List;
+      v.int64_array_value = l->data();
+      v.value_size = l->size();
+    } else if (const auto* f = std::get_if<float>(&o.value)) {
+      v.type = PJRT_NamedValue_kFloat;
+      v.float_value = *f;
+      v.value_size = 1;
+    } else {
+      v.type = PJRT_NamedValue_kBool;
+      v.bool_value = std::get<bool>(o.value);
+      v.value_size = 1;
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+Expected<DeviceInfo> describe(const abi::Api& api, PJRT_Device* device) {
+  DeviceInfo info;
+  auto get = PB_PJRT_ARGS(PJRT_Device_GetDescription_Args);
+  get.device = device;
+  PB_RETURN_IF_ERROR(PB_PJRT_CALL(api, PJRT_Device_GetDescription, get));
+  auto id = PB_PJRT_ARGS(PJRT_DeviceDescription_Id_Args);
+  id.device_description = get.device_description;
+  PB_RETURN_IF_ERROR(PB_PJRT_CALL(api, PJRT_DeviceDescription_Id, id));
+  info.id = id.id;
+  auto kind = PB_PJRT_ARGS(PJRT_DeviceDescription_Kind_Args);
+  kind.device_description = get.device_description;
+  if (PB_PJRT_CALL(api, PJRT_DeviceDescription_Kind, kind))
+    info.kind.assign(abi::view(kind.device_kind, kind.device_kind_size));
+  auto debug = PB_PJRT_ARGS(PJRT_DeviceDescription_DebugString_Args);
+  debug.device_description = get.device_description;
+  if (PB_PJRT_CALL(api, PJRT_DeviceDescription_DebugString, debug))
+    info.description.assign(abi::view(debug.debug_string, debug.debug_string_size));
+  auto str = PB_PJRT_ARGS(PJRT_DeviceDescription_ToString_Args);
+  str.device_description = get.device_description;
+  if (PB_PJRT_CALL(api, PJRT_DeviceDescription_ToString, str))
+    info.display.assign(abi::view(str.to_string, str.to_string_size));
+  auto hw = PB_PJRT_ARGS(PJRT_Device_LocalHardwareId_Args);
+  hw.device = device;
+  if (PB_PJRT_CALL(api, PJRT_Device_LocalHardwareId, hw)) info.local_hardware_id = hw.local_hardware_id;
+  return info;
+}
+
+}  // namespace
+
+Expected<std::shared_ptr<Client>> Client::create(std::shared_ptr<const Plugin> plugin, const ClientOptions& options) {
+  if (!plugin) return invalid_argument("Client::create: no plugin given");
+  const abi::Api& api = plugin->api();
+  const std::string doing = "creating a client of " + plugin->path().string();
+
+  std::vector<PJRT_NamedValue> named = to_pjrt(options.create_options);
+  auto args = PB_PJRT_ARGS(PJRT_Client_Create_Args);
+  args.create_options = named.data();
+  args.num_options = named.size();
+  PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Client_Create, args), doing));
+
+  std::shared_ptr<Client> client(new Client());
+  client->plugin_ = std::move(plugin);
+  client->client_ = args.client;  // owned from here: ~Client destroys it on any early return
+
+  auto name = PB_PJRT_ARGS(PJRT_Client_PlatformName_Args);
+  name.client = client->client_;
+  PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Client_PlatformName, name), doing));
+  client->platform_name_.assign(abi::view(name.platform_name, name.platform_name_size));
+
+  auto version = PB_PJRT_ARGS(PJRT_Client_PlatformVersion_Args);
+  version.client = client->client_;
+  if (PB_PJRT_CALL(api, PJRT_Client_PlatformVersion, version))
+    client->platform_version_.assign(abi::view(version.platform_version, version.platform_version_size));
+
+  auto devices = PB_PJRT_ARGS(PJRT_Client_AddressableDevices_Args);
+  devices.client = client->client_;
+  PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Client_AddressableDevices, devices), doing));
+  for (size_t i = 0; i < devices.num_addressable_devices; ++i) {
+    PJRT_Device* d = devices.addressable_devices[i];
+    PB_ASSIGN_OR_RETURN(DeviceInfo info, annotate(describe(api, d), doing + ": describing device " + std::to_string(i)));
+    client->devices_.push_back(std::move(info));
+    client->device_handles_.push_back(d);
+  }
+  return client;
+}
+
+Client::~Client() {
+  if (!client_) return;
+  auto args = PB_PJRT_ARGS(PJRT_Client_Destroy_Args);
+  args.client = client_;
+  (void)PB_PJRT_CALL(plugin_->api(), PJRT_Client_Destroy, args);
+}
+
+std::string Client::label() const { return plugin_->path().filename().string() + " (" + platform_name_ + ")"; }
+
+Status Client::check_array(size_t bytes, DType dtype, std::span<const int64_t> dims, int device_index) const {
+  if (dtype_size(dtype) == 0) return invalid_argument("unsupported dtype " + dtype_name(dtype));
+  std::vector<int64_t> d(dims.begin(), dims.end());
+  auto count = element_count(d);
+  if (!count) return invalid_argument("invalid dimensions " + shape_string(dtype, d) + ": negative or too large");
+  if (*count * dtype_size(dtype) != bytes)
+    return invalid_argument(shape_string(dtype, d) + " needs " + std::to_string(*count * dtype_size(dtype)) +
+                            " bytes, " + std::to_string(bytes) + " given");
+  if (device_index < 0 || static_cast<size_t>(device_index) >= device_handles_.size())
+    return invalid_argument("device index " + std::to_string(device_index) + " out of range: " + label() + " has " +
+                            std::to_string(device_handles_.size()) + " device(s)");
+  return ok();
+}
+
+Expected<Buffer> Client::buffer_from_host(std::span<const std::byte> data, DType dtype, std::span<const int64_t> dims,
+                                          int device_index) const {
+  PB_RETURN_IF_ERROR(check_array(data.size(), dtype, dims, device_index));
+  const abi::Api& api = plugin_->api();
+  auto args = PB_PJRT_ARGS(PJRT_Client_BufferFromHostBuffer_Args);
+  args.client = client_;
+  args.data = data.data();
+  args.type = abi::to_pjrt(dtype);
+  args.dims = dims.data();
+  args.num_dims = dims.size();
+  args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
+  args.device = device_handles_[static_cast<size_t>(device_index)];
+  PB_RETURN_IF_ERROR(PB_PJRT_CALL(api, PJRT_Client_BufferFromHostBuffer, args));
+  Buffer buffer(shared_from_this(), args.buffer, dtype, Dims(dims), device_index);
+  // With kImmutableOnlyDuringCall the plugin is done with `data` on return; the event is only freed.
+  Event done(&api, args.done_with_host_buffer);
+  return buffer;
+}
+
+Expected<Buffer> Client::buffer_from_host_adopt(std::span<const std::byte> data, std::shared_ptr<const void> keep_alive,
+                                                DType dtype, std::span<const int64_t> dims, int device_index) const {
+  PB_RETURN_IF_ERROR(check_array(data.size(), dtype, dims, device_index));
+  const abi::Api& api = plugin_->api();
+  const bool aligned = reinterpret_cast<uintptr_t>(data.data()) % 64 == 0;
+  auto args = PB_PJRT_ARGS(PJRT_Client_BufferFromHostBuffer_Args);
+  args.client = client_;
+  args.data = data.data();
+  args.type = abi::to_pjrt(dtype);
+  args.dims = dims.data();
+  args.num_dims = dims.size();
+  args.host_buffer_semantics = platform_name_ == "cpu" && aligned ? PJRT_HostBufferSemantics_kMutableZeroCopy
+                                                                  : PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
+  args.device = device_handles_[static_cast<size_t>(device_index)];
+  PB_RETURN_IF_ERROR(PB_PJRT_CALL(api, PJRT_Client_BufferFromHostBuffer, args));
+  Buffer buffer(shared_from_this(), args.buffer, dtype, Dims(dims), device_index);
+  // The memory must live until the plugin says it is done with it: for zero-copy, that is when the
+  // last user of the device buffer (this one, or an output aliasing it) is gone.
+  Event done(&api, args.done_with_host_buffer);
+  if (!done.empty()) {
+    auto held = std::make_shared<std::shared_ptr<const void>>(std::move(keep_alive));
+    if (auto registered = done.on_ready([held](Status) { held->reset(); }); !registered) {
+      buffer.reset();  // release the device buffer before the memory under it
+      return std::unexpected(std::move(registered).error());
+    }
+  }
+  return buffer;
+}
+
+Expected<std::shared_ptr<Executable>> Client::compile(const Program& program, const CompileOptions& options) const {
+  return internal::compile(shared_from_this(), program, options);
+}
+
+}  // namespace plugboard

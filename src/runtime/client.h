@@ -1,0 +1,84 @@
+// A PJRT client of one plugin: its devices, buffers made from host memory, and compilation.
+// Always held by shared_ptr; buffers and executables keep it alive.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/dtype.h"
+#include "base/status.h"
+#include "plugin/plugin.h"
+#include "runtime/buffer.h"
+#include "runtime/compile_options.h"
+#include "runtime/executable.h"
+#include "runtime/pjrt_handles.h"
+#include "runtime/program.h"
+
+namespace plugboard {
+
+struct DeviceInfo {
+  int id = 0;
+  int local_hardware_id = -1;
+  std::string kind;         // "cpu", "NVIDIA H200", ...
+  std::string description;  // the plugin's DebugString
+  std::string display;      // the plugin's ToString
+};
+
+struct ClientOptions {
+  // PJRT create options for this plugin (e.g. {"cpu_device_count", int64_t{4}}).
+  std::vector<NamedValue> create_options;
+};
+
+class Client : public std::enable_shared_from_this<Client> {
+ public:
+  // Creates a client; the plugin's error (e.g. "No visible GPU devices") comes back as a value.
+  static Expected<std::shared_ptr<Client>> create(std::shared_ptr<const Plugin> plugin,
+                                                  const ClientOptions& options = {});
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const Plugin& plugin() const { return *plugin_; }
+  const std::shared_ptr<const Plugin>& plugin_ptr() const { return plugin_; }
+  const std::string& platform_name() const { return platform_name_; }
+  const std::string& platform_version() const { return platform_version_; }
+  // The addressable devices, in the plugin's order.
+  const std::vector<DeviceInfo>& devices() const { return devices_; }
+  // "xla_cpu_pjrt.so (cpu)" for messages.
+  std::string label() const;
+
+  // Copies `data` (row-major, exactly element_count(dims) * dtype_size(dtype) bytes) to a device.
+  // The copy is complete when this returns: `data` may be reused at once.
+  Expected<Buffer> buffer_from_host(std::span<const std::byte> data, DType dtype, std::span<const int64_t> dims,
+                                    int device_index = 0) const;
+  // Makes a buffer over memory the caller hands over: `keep_alive` owns `data` and is released once
+  // the plugin no longer needs the memory. On a CPU client with 64-byte-aligned data there is no
+  // copy at all (the device buffer aliases the memory, which the buffer may then overwrite if
+  // donated); elsewhere the transfer runs asynchronously from it.
+  Expected<Buffer> buffer_from_host_adopt(std::span<const std::byte> data, std::shared_ptr<const void> keep_alive,
+                                          DType dtype, std::span<const int64_t> dims, int device_index = 0) const;
+
+  // Compiles for this client's plugin. A portable artifact newer than the plugin's StableHLO (or older
+  // than its minimum) is refused with both versions named.
+  Expected<std::shared_ptr<Executable>> compile(const Program& program,
+                                                const CompileOptions& options = CompileOptions()) const;
+
+  PJRT_Client* raw() const { return client_; }
+  PJRT_Device* device_handle(int index) const { return device_handles_[static_cast<size_t>(index)]; }
+
+ private:
+  Client() = default;
+  Status check_array(size_t bytes, DType dtype, std::span<const int64_t> dims, int device_index) const;
+
+  std::shared_ptr<const Plugin> plugin_;
+  PJRT_Client* client_ = nullptr;
+  std::string platform_name_;
+  std::string platform_version_;
+  std::vector<DeviceInfo> devices_;
+  std::vector<PJRT_Device*> device_handles_;
+};
+
+}  // namespace plugboard

@@ -1,0 +1,42 @@
+// Compile options as values, serialized into a real xla.CompileOptionsProto.
+//
+// By default plugboard asks for JAX's numerics: XLA CPU's built-in default xla_cpu_enable_fast_min_max
+// = true makes max(1, NaN) return 1, JAX (and Nx) return NaN. The option goes in
+// env_option_overrides rather than a DebugOptions message, because a partial DebugOptions does not
+// fall back to XLA's defaults (an empty one fails to compile).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "base/status.h"
+
+namespace plugboard {
+
+using XlaOptionValue = std::variant<bool, int64_t, double, std::string>;
+
+struct CompileOptions {
+  int64_t num_replicas = 1;
+  int64_t num_partitions = 1;
+  // XLA DebugOptions fields by name (e.g. "xla_cpu_enable_fast_min_max"), sent as
+  // CompileOptionsProto.env_option_overrides. Starts with jax_numerics_options().
+  std::map<std::string, XlaOptionValue> xla_options;
+
+  CompileOptions();
+  // With no XLA options at all: the plugin's own defaults (the 6-byte minimum proto).
+  static CompileOptions plugin_defaults();
+
+  // Sets an option from text, as the CLI's --xla-option takes it: "name=true|false|<int>|<float>|<text>".
+  Status set_from_text(std::string_view assignment);
+
+  // The serialized xla.CompileOptionsProto.
+  std::string serialize() const;
+};
+
+// The options that give JAX's results on XLA CPU.
+std::map<std::string, XlaOptionValue> jax_numerics_options();
+
+}  // namespace plugboard

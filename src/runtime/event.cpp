@@ -1,0 +1,73 @@
+#include "runtime/event.h"
+
+#include <memory>
+
+#include "abi/api.h"
+
+namespace plugboard {
+
+Event& Event::operator=(Event&& other) noexcept {
+  if (this != &other) {
+    this->~Event();
+    api_ = other.api_;
+    event_ = other.event_;
+    other.event_ = nullptr;
+  }
+  return *this;
+}
+
+Event::~Event() {
+  if (!event_) return;
+  auto args = PB_PJRT_ARGS(PJRT_Event_Destroy_Args);
+  args.event = event_;
+  (void)PB_PJRT_CALL(*api_, PJRT_Event_Destroy, args);
+  event_ = nullptr;
+}
+
+Status Event::await() const {
+  if (!event_) return ok();
+  auto args = PB_PJRT_ARGS(PJRT_Event_Await_Args);
+  args.event = event_;
+  return PB_PJRT_CALL(*api_, PJRT_Event_Await, args);
+}
+
+bool Event::is_ready() const {
+  if (!event_) return true;
+  auto args = PB_PJRT_ARGS(PJRT_Event_IsReady_Args);
+  args.event = event_;
+  return PB_PJRT_CALL(*api_, PJRT_Event_IsReady, args) && args.is_ready;
+}
+
+namespace {
+struct Continuation {
+  const abi::Api* api;
+  std::function<void(Status)> done;
+};
+
+void fire(PJRT_Error* error, void* user_arg) {
+  std::unique_ptr<Continuation> c(static_cast<Continuation*>(user_arg));
+  Status status = error ? Status(std::unexpected(c->api->take_error(error, "PJRT_Event"))) : ok();
+  try {
+    c->done(std::move(status));
+  } catch (...) {
+    // Never let an exception unwind into the plugin.
+  }
+}
+}  // namespace
+
+Status Event::on_ready(std::function<void(Status)> done) const {
+  if (!event_) {
+    done(ok());
+    return ok();
+  }
+  auto c = std::make_unique<Continuation>(Continuation{api_, std::move(done)});
+  auto args = PB_PJRT_ARGS(PJRT_Event_OnReady_Args);
+  args.event = event_;
+  args.callback = &fire;
+  args.user_arg = c.get();
+  PB_RETURN_IF_ERROR(PB_PJRT_CALL(*api_, PJRT_Event_OnReady, args));
+  c.release();  // owned by the callback now
+  return ok();
+}
+
+}  // namespace plugboard

@@ -1,0 +1,183 @@
+#include "runtime/executable.h"
+
+#include <algorithm>
+
+#include "runtime/client.h"
+#include "runtime/executable_internal.h"
+
+namespace plugboard {
+
+std::string ArrayType::to_string() const { return shape_string(dtype, dims.to_vector()); }
+
+namespace internal {
+namespace {
+
+Status check_stablehlo_version(const Plugin& plugin, const Program& program) {
+  const auto& version = program.stablehlo_version();
+  if (!version) return ok();
+  const auto current = plugin.stablehlo_current_version();
+  const auto minimum = plugin.stablehlo_minimum_version();
+  const std::string what = "program " + program.name() + " is a StableHLO " + version->to_string() + " portable artifact";
+  if (current && *version > *current)
+    return make_error(Code::kFailedPrecondition,
+                      what + ", newer than plugin " + plugin.path().string() + " supports (stablehlo_current_version " +
+                          current->to_string() + "); serialize it for " + current->to_string() + " or older");
+  if (minimum && *version < *minimum)
+    return make_error(Code::kFailedPrecondition, what + ", older than plugin " + plugin.path().string() +
+                                                     " accepts (stablehlo_minimum_version " + minimum->to_string() + ")");
+  return ok();
+}
+
+}  // namespace
+
+Expected<std::shared_ptr<Executable>> compile(std::shared_ptr<const Client> client, const Program& program,
+                                              const CompileOptions& options) {
+  const Plugin& plugin = client->plugin();
+  const abi::Api& api = plugin.api();
+  const std::string doing = "compiling " + program.name() + " with " + plugin.path().string();
+  PB_RETURN_IF_ERROR(annotate(check_stablehlo_version(plugin, program), doing));
+
+  const std::string serialized = options.serialize();
+  static constexpr char kFormat[] = "mlir";  // takes text and bytecode alike
+  auto pjrt_program = PB_PJRT_ARGS(PJRT_Program);
+  pjrt_program.code = const_cast<char*>(program.bytes().data());
+  pjrt_program.code_size = program.bytes().size();
+  pjrt_program.format = kFormat;
+  pjrt_program.format_size = sizeof(kFormat) - 1;
+  auto args = PB_PJRT_ARGS(PJRT_Client_Compile_Args);
+  args.client = client->raw();
+  args.program = &pjrt_program;
+  args.compile_options = serialized.data();
+  args.compile_options_size = serialized.size();
+  PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Client_Compile, args), doing));
+
+  std::shared_ptr<Executable> exe(new Executable());
+  exe->client_ = std::move(client);
+  exe->loaded_ = args.executable;  // owned from here
+
+  auto get = PB_PJRT_ARGS(PJRT_LoadedExecutable_GetExecutable_Args);
+  get.loaded_executable = exe->loaded_;
+  PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_LoadedExecutable_GetExecutable, get), doing));
+  // The PJRT_Executable is a separate handle the caller owns; it is only needed here.
+  struct ExecutableHandle {
+    const abi::Api& api;
+    PJRT_Executable* exe;
+    ~ExecutableHandle() {
+      auto d = PB_PJRT_ARGS(PJRT_Executable_Destroy_Args);
+      d.executable = exe;
+      (void)PB_PJRT_CALL(api, PJRT_Executable_Destroy, d);
+    }
+  } handle{api, get.executable};
+
+  auto name = PB_PJRT_ARGS(PJRT_Executable_Name_Args);
+  name.executable = get.executable;
+  if (PB_PJRT_CALL(api, PJRT_Executable_Name, name))
+    exe->name_.assign(abi::view(name.executable_name, name.executable_name_size));
+  PB_ASSIGN_OR_RETURN(exe->signature_, annotate(query_signature(api, get.executable), doing));
+  for (size_t i = 0; i < exe->signature_.parameters.size(); ++i)
+    exe->all_arg_indices_.push_back(static_cast<int64_t>(i));
+  return std::shared_ptr<Executable>(std::move(exe));
+}
+
+}  // namespace internal
+
+Executable::~Executable() {
+  if (!loaded_) return;
+  auto args = PB_PJRT_ARGS(PJRT_LoadedExecutable_Destroy_Args);
+  args.executable = loaded_;
+  (void)PB_PJRT_CALL(client_->plugin().api(), PJRT_LoadedExecutable_Destroy, args);
+}
+
+Status Executable::check_args(std::span<Buffer* const> args, const ExecuteOptions& options) const {
+  const auto& params = signature_.parameters;
+  if (signature_.parameters_known && args.size() != params.size())
+    return invalid_argument(name_ + " takes " + std::to_string(params.size()) + " argument(s), " +
+                            std::to_string(args.size()) + " given");
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Buffer* b = args[i];
+    const std::string which = "argument " + std::to_string(i) + " of " + name_;
+    if (!b) return invalid_argument(which + " is null");
+    if (!b->valid()) return invalid_argument(which + " is an empty buffer (moved from, or donated to an earlier execution)");
+    if (b->client().get() != client_.get())
+      return invalid_argument(which + " belongs to another client (" + b->client()->label() + "), not " + client_->label());
+    if (b->device_index() != 0)
+      return invalid_argument(which + " is on device " + std::to_string(b->device_index()) +
+                              "; the program runs on device 0");
+    if (signature_.parameters_known && (b->dtype() != params[i].dtype || !(params[i].dims == b->dims())))
+      return invalid_argument(which + ": expected " + params[i].to_string() + ", given " + b->shape_string());
+  }
+  for (int d : options.donate) {
+    if (d < 0 || static_cast<size_t>(d) >= args.size())
+      return invalid_argument("donated argument index " + std::to_string(d) + " out of range: " + name_ + " has " +
+                              std::to_string(args.size()) + " argument(s)");
+    if (std::count(options.donate.begin(), options.donate.end(), d) > 1)
+      return invalid_argument("argument " + std::to_string(d) + " is listed twice in donate");
+    for (size_t j = 0; j < args.size(); ++j)
+      if (static_cast<int>(j) != d && args[j] == args[static_cast<size_t>(d)])
+        return invalid_argument("argument " + std::to_string(d) + " is donated but also passed as argument " +
+                                std::to_string(j));
+  }
+  return ok();
+}
+
+Expected<Execution> Executable::execute_async(std::span<Buffer* const> args, const ExecuteOptions& options) const {
+  PB_RETURN_IF_ERROR(check_args(args, options));
+  const abi::Api& api = client_->plugin().api();
+  const size_t n_out = signature_.results.size();
+
+  // Small argument and output lists live on the stack: the execute path allocates only the
+  // outputs vector.
+  constexpr size_t kInline = 16;
+  PJRT_Buffer* arg_inline[kInline];
+  PJRT_Buffer* out_inline[kInline];
+  std::vector<PJRT_Buffer*> arg_heap, out_heap;
+  PJRT_Buffer** arg_list = arg_inline;
+  PJRT_Buffer** out_list = out_inline;
+  if (args.size() > kInline) arg_list = (arg_heap.resize(args.size()), arg_heap.data());
+  if (n_out > kInline) out_list = (out_heap.resize(n_out), out_heap.data());
+  for (size_t i = 0; i < args.size(); ++i) arg_list[i] = args[i]->raw();
+
+  std::vector<int64_t> non_donatable;
+  auto opts = PB_PJRT_ARGS(PJRT_ExecuteOptions);
+  if (options.donate.empty() && args.size() <= all_arg_indices_.size()) {
+    opts.non_donatable_input_indices = all_arg_indices_.data();
+    opts.num_non_donatable_input_indices = std::min(all_arg_indices_.size(), args.size());
+  } else {
+    for (size_t i = 0; i < args.size(); ++i)
+      if (options.donate.empty() || std::find(options.donate.begin(), options.donate.end(), static_cast<int>(i)) == options.donate.end())
+        non_donatable.push_back(static_cast<int64_t>(i));
+    opts.non_donatable_input_indices = non_donatable.data();
+    opts.num_non_donatable_input_indices = non_donatable.size();
+  }
+
+  PJRT_Buffer* const* argument_lists[1] = {arg_list};
+  PJRT_Buffer** output_lists[1] = {out_list};
+  PJRT_Event* complete[1] = {nullptr};
+  auto exec = PB_PJRT_ARGS(PJRT_LoadedExecutable_Execute_Args);
+  exec.executable = loaded_;
+  exec.options = &opts;
+  exec.argument_lists = argument_lists;
+  exec.num_devices = 1;
+  exec.num_args = args.size();
+  exec.output_lists = output_lists;
+  exec.device_complete_events = complete;
+  PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_LoadedExecutable_Execute, exec), "executing " + name_));
+
+  Execution result;
+  result.done = Event(&api, complete[0]);
+  result.outputs.reserve(n_out);
+  for (size_t i = 0; i < n_out; ++i)
+    result.outputs.push_back(
+        Buffer(client_, out_list[i], signature_.results[i].dtype, signature_.results[i].dims, 0));
+  // Donated arguments were consumed by the plugin: their handles only need destroying.
+  for (int d : options.donate) args[static_cast<size_t>(d)]->reset();
+  return result;
+}
+
+Expected<std::vector<Buffer>> Executable::execute(std::span<Buffer* const> args, const ExecuteOptions& options) const {
+  PB_ASSIGN_OR_RETURN(Execution run, execute_async(args, options));
+  PB_RETURN_IF_ERROR(annotate(run.done.await(), "executing " + name_));
+  return std::move(run.outputs);
+}
+
+}  // namespace plugboard

@@ -1,0 +1,89 @@
+// A compiled program on a client (an owned PJRT_LoadedExecutable) and its signature: the parameter
+// and result array types, so that a wrong argument is refused before the plugin sees it.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/dims.h"
+#include "base/dtype.h"
+#include "base/status.h"
+#include "runtime/buffer.h"
+#include "runtime/event.h"
+#include "runtime/pjrt_handles.h"
+
+namespace plugboard {
+
+class Client;
+class Executable;
+struct CompileOptions;
+class Program;
+namespace internal {
+Expected<std::shared_ptr<Executable>> compile(std::shared_ptr<const Client> client, const Program& program,
+                                              const CompileOptions& options);
+}
+
+struct ArrayType {
+  DType dtype = DType::kInvalid;
+  Dims dims;
+  std::string to_string() const;
+  bool operator==(const ArrayType&) const = default;
+};
+
+struct Signature {
+  // False when the plugin could not tell the parameter types (no OptimizedProgram): then only
+  // what the plugin itself checks is checked.
+  bool parameters_known = false;
+  std::vector<ArrayType> parameters;
+  std::vector<ArrayType> results;
+};
+
+struct ExecuteOptions {
+  // Indices of the arguments the caller gives up to the execution: the plugin may reuse their memory
+  // for outputs (where the program allows it), and the Buffer objects become invalid. Every other
+  // argument is passed as non-donatable and stays valid.
+  std::vector<int> donate;
+};
+
+// The outputs of an execution that may still be running, and the event that says it finished.
+struct Execution {
+  std::vector<Buffer> outputs;
+  Event done;
+};
+
+class Executable {
+ public:
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  const std::string& name() const { return name_; }
+  const Signature& signature() const { return signature_; }
+  size_t num_outputs() const { return signature_.results.size(); }
+  const std::shared_ptr<const Client>& client() const { return client_; }
+
+  // Runs on the client's first device and waits for it to finish. Thread-safe: several threads may
+  // execute one executable at once. Arguments must be valid buffers of this client whose dtype and
+  // dims match the signature; a mismatch is an INVALID_ARGUMENT naming the argument.
+  Expected<std::vector<Buffer>> execute(std::span<Buffer* const> args, const ExecuteOptions& options = {}) const;
+  // The same, returning as soon as the plugin has enqueued the work.
+  Expected<Execution> execute_async(std::span<Buffer* const> args, const ExecuteOptions& options = {}) const;
+
+  PJRT_LoadedExecutable* raw() const { return loaded_; }
+
+ private:
+  friend Expected<std::shared_ptr<Executable>> internal::compile(std::shared_ptr<const Client>, const Program&,
+                                                                const CompileOptions&);
+  Executable() = default;
+  Status check_args(std::span<Buffer* const> args, const ExecuteOptions& options) const;
+
+  std::shared_ptr<const Client> client_;
+  PJRT_LoadedExecutable* loaded_ = nullptr;
+  std::string name_;
+  Signature signature_;
+  std::vector<int64_t> all_arg_indices_;  // 0..n-1: the non-donatable list when nothing is donated
+};
+
+}  // namespace plugboard

@@ -1,0 +1,114 @@
+#include <string>
+
+#include "runtime/executable_internal.h"
+#include "runtime/proto/xla_subset.pb.h"
+
+namespace plugboard::internal {
+namespace {
+
+// xla.PrimitiveType numbers -> DType (different numbering from PJRT_Buffer_Type).
+DType from_primitive_type(int t) {
+  switch (t) {
+    case 1: return DType::kBool;
+    case 2: return DType::kI8;
+    case 3: return DType::kI16;
+    case 4: return DType::kI32;
+    case 5: return DType::kI64;
+    case 6: return DType::kU8;
+    case 7: return DType::kU16;
+    case 8: return DType::kU32;
+    case 9: return DType::kU64;
+    case 10: return DType::kF16;
+    case 11: return DType::kF32;
+    case 12: return DType::kF64;
+    case 15: return DType::kC64;
+    case 16: return DType::kBF16;
+    case 18: return DType::kC128;
+    case 19: return DType::kF8E5M2;
+    case 20: return DType::kF8E4M3FN;
+    default: return DType::kInvalid;
+  }
+}
+
+ArrayType to_array_type(const xla_subset::ShapeProto& s) {
+  ArrayType t;
+  t.dtype = from_primitive_type(s.element_type());
+  t.dims = Dims(std::span<const int64_t>(s.dimensions().data(), static_cast<size_t>(s.dimensions_size())));
+  return t;
+}
+
+// The entry computation's parameters from an HloModuleProto: host_program_shape, or else the
+// program_shape of the entry computation.
+std::optional<std::vector<ArrayType>> entry_parameters(const xla_subset::HloModuleProto& m) {
+  const xla_subset::ProgramShapeProto* shape = nullptr;
+  if (m.has_host_program_shape()) shape = &m.host_program_shape();
+  for (const auto& c : m.computations())
+    if (!shape && (c.id() == m.entry_computation_id() || c.name() == m.entry_computation_name()) && c.has_program_shape())
+      shape = &c.program_shape();
+  if (!shape) return std::nullopt;
+  std::vector<ArrayType> out;
+  for (const auto& p : shape->parameters()) out.push_back(to_array_type(p));
+  return out;
+}
+
+std::optional<std::vector<ArrayType>> parameters_from_optimized_program(const abi::Api& api, PJRT_Executable* exe) {
+  if (!PB_PJRT_HAS(api, PJRT_Executable_OptimizedProgram)) return std::nullopt;
+  // First call: the size; second call: the bytes.
+  auto program = PB_PJRT_ARGS(PJRT_Program);
+  auto args = PB_PJRT_ARGS(PJRT_Executable_OptimizedProgram_Args);
+  args.executable = exe;
+  args.program = &program;
+  if (!PB_PJRT_CALL(api, PJRT_Executable_OptimizedProgram, args)) return std::nullopt;
+  std::string code(program.code_size, '\0');
+  program.code = code.data();
+  if (!PB_PJRT_CALL(api, PJRT_Executable_OptimizedProgram, args)) return std::nullopt;
+  std::string_view format = abi::view(program.format, program.format_size);
+  xla_subset::HloModuleProto module;
+  if (format == "hlo_with_config") {
+    xla_subset::HloModuleProtoWithConfig with_config;
+    if (!with_config.ParseFromString(code)) return std::nullopt;
+    module = with_config.hlo_module();
+  } else if (!module.ParseFromString(code)) {
+    return std::nullopt;
+  }
+  return entry_parameters(module);
+}
+
+}  // namespace
+
+Expected<Signature> query_signature(const abi::Api& api, PJRT_Executable* exe) {
+  Signature sig;
+  if (auto params = parameters_from_optimized_program(api, exe)) {
+    sig.parameters_known = true;
+    sig.parameters = std::move(*params);
+  }
+  auto num = PB_PJRT_ARGS(PJRT_Executable_NumOutputs_Args);
+  num.executable = exe;
+  PB_RETURN_IF_ERROR(PB_PJRT_CALL(api, PJRT_Executable_NumOutputs, num));
+
+  auto types = PB_PJRT_ARGS(PJRT_Executable_OutputElementTypes_Args);
+  types.executable = exe;
+  PB_RETURN_IF_ERROR(PB_PJRT_CALL(api, PJRT_Executable_OutputElementTypes, types));
+  auto dims = PB_PJRT_ARGS(PJRT_Executable_OutputDimensions_Args);
+  dims.executable = exe;
+  PB_RETURN_IF_ERROR(PB_PJRT_CALL(api, PJRT_Executable_OutputDimensions, dims));
+  if (types.num_output_types != num.num_outputs || dims.num_outputs != num.num_outputs)
+    return make_error(Code::kInternal, "the plugin reports " + std::to_string(num.num_outputs) + " outputs but " +
+                                           std::to_string(types.num_output_types) + " output types and " +
+                                           std::to_string(dims.num_outputs) + " output shapes");
+  const int64_t* d = dims.dims;
+  for (size_t i = 0; i < num.num_outputs; ++i) {
+    ArrayType t;
+    t.dtype = abi::from_pjrt(types.output_types[i]);
+    if (t.dtype == DType::kInvalid)
+      return make_error(Code::kUnimplemented, "output " + std::to_string(i) + " has element type " +
+                                                  abi::pjrt_type_name(types.output_types[i]) +
+                                                  ", which plugboard does not handle");
+    t.dims = Dims(std::span<const int64_t>(d, dims.dim_sizes[i]));
+    d += dims.dim_sizes[i];
+    sig.results.push_back(std::move(t));
+  }
+  return sig;
+}
+
+}  // namespace plugboard::internal
