@@ -1,0 +1,97 @@
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "runtime/client.h"
+
+namespace plugboard::cli {
+namespace {
+
+struct Options {
+  std::vector<std::string> paths;
+  bool json = false;
+};
+
+nlohmann::json attribute_json(const NamedValueData& v) {
+  return std::visit([](const auto& x) { return nlohmann::json(x); }, v);
+}
+
+nlohmann::json error_json(const Error& e) { return {{"code", code_name(e.code())}, {"message", e.to_string()}}; }
+
+// One plugin's report; `ok` says whether it loaded and created a client.
+nlohmann::json inspect(const std::string& path, bool& ok) {
+  nlohmann::json j = {{"path", path}};
+  auto plugin = load_plugin(path);
+  if (!plugin) {
+    j["load_error"] = error_json(plugin.error());
+    ok = false;
+    return j;
+  }
+  const Plugin& p = **plugin;
+  j["path"] = p.path().string();
+  j["pjrt_version"] = p.version().to_string();
+  for (const auto& a : p.attributes()) j["attributes"][a.name] = attribute_json(a.value);
+  j["extensions"] = nlohmann::json::array();
+  for (const auto& e : p.extensions()) j["extensions"].push_back({{"type", e.type}, {"name", e.name}, {"struct_size", e.struct_size}});
+  auto client = Client::create(*plugin);
+  if (!client) {
+    j["client_error"] = error_json(client.error());
+    ok = false;
+    return j;
+  }
+  j["platform"] = (*client)->platform_name();
+  j["platform_version"] = (*client)->platform_version();
+  j["devices"] = nlohmann::json::array();
+  for (const auto& d : (*client)->devices())
+    j["devices"].push_back({{"id", d.id}, {"kind", d.kind}, {"local_hardware_id", d.local_hardware_id}, {"description", d.description}});
+  return j;
+}
+
+void print_text(const nlohmann::json& j) {
+  std::printf("%s\n", j["path"].get<std::string>().c_str());
+  if (j.contains("load_error")) {
+    std::printf("  not loaded: %s\n", j["load_error"]["message"].get<std::string>().c_str());
+    return;
+  }
+  std::printf("  PJRT API     %s\n", j["pjrt_version"].get<std::string>().c_str());
+  if (j.contains("attributes"))
+    for (const auto& [k, v] : j["attributes"].items()) std::printf("  %-12s %s\n", k.c_str(), v.dump().c_str());
+  std::string ext;
+  for (const auto& e : j["extensions"])
+    ext += (ext.empty() ? "" : ", ") + e["name"].get<std::string>() + " (" + std::to_string(e["struct_size"].get<size_t>()) + " B)";
+  std::printf("  extensions   %s\n", ext.empty() ? "none" : ext.c_str());
+  if (j.contains("client_error")) {
+    std::printf("  client       failed: %s\n", j["client_error"]["message"].get<std::string>().c_str());
+    return;
+  }
+  std::printf("  platform     %s (%s)\n", j["platform"].get<std::string>().c_str(), j["platform_version"].get<std::string>().c_str());
+  std::printf("  devices      %zu\n", j["devices"].size());
+  for (const auto& d : j["devices"])
+    std::printf("    #%d %s  %s\n", d["id"].get<int>(), d["kind"].get<std::string>().c_str(), d["description"].get<std::string>().c_str());
+}
+
+}  // namespace
+
+Command add_plugins_command(CLI::App& app) {
+  auto opts = std::make_shared<Options>();
+  auto* sub = app.add_subcommand("plugins", "load plugins and show their version, attributes, extensions and devices");
+  sub->add_option("paths", opts->paths, "plugin shared libraries")->required();
+  sub->add_flag("--json", opts->json, "print JSON");
+  return {sub, [opts] {
+    bool all_ok = true;
+    nlohmann::json reports = nlohmann::json::array();
+    for (const auto& path : opts->paths) reports.push_back(inspect(path, all_ok));
+    if (opts->json) {
+      std::printf("%s\n", reports.dump(2).c_str());
+    } else {
+      for (const auto& r : reports) print_text(r);
+    }
+    return all_ok ? 0 : 1;
+  }};
+}
+
+}  // namespace plugboard::cli

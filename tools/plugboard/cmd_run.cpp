@@ -1,0 +1,132 @@
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "io/array_format.h"
+#include "io/npy.h"
+#include "runtime/client.h"
+
+namespace plugboard::cli {
+namespace {
+
+struct Options {
+  std::string program;
+  std::string plugin;
+  std::vector<std::string> inputs;
+  std::string output_dir;
+  std::vector<std::string> xla_options;
+  std::vector<int> donate;
+  bool plugin_defaults = false;
+  bool json = false;
+};
+
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+// The .npy descr cannot tell bf16 from u16 or f8 from u8: the program's parameter type decides.
+std::optional<DType> raw_bits_dtype(const Signature& sig, size_t i) {
+  if (!sig.parameters_known || i >= sig.parameters.size()) return std::nullopt;
+  DType t = sig.parameters[i].dtype;
+  if (t == DType::kBF16 || t == DType::kF8E5M2 || t == DType::kF8E4M3FN) return t;
+  return std::nullopt;
+}
+
+Expected<nlohmann::json> run(const Options& o) {
+  PB_ASSIGN_OR_RETURN(auto plugin, load_plugin(o.plugin));
+  PB_ASSIGN_OR_RETURN(auto client, Client::create(plugin));
+  CompileOptions options = o.plugin_defaults ? CompileOptions::plugin_defaults() : CompileOptions();
+  for (const auto& x : o.xla_options) PB_RETURN_IF_ERROR(annotate(options.set_from_text(x), "--xla-option"));
+
+  PB_ASSIGN_OR_RETURN(Program program, Program::from_file(o.program));
+  auto t0 = std::chrono::steady_clock::now();
+  PB_ASSIGN_OR_RETURN(auto exe, client->compile(program, options));
+  const double compile_ms = ms_since(t0);
+
+  std::vector<Buffer> inputs;
+  for (size_t i = 0; i < o.inputs.size(); ++i) {
+    PB_ASSIGN_OR_RETURN(io::HostArray a, io::read_npy(o.inputs[i], raw_bits_dtype(exe->signature(), i)));
+    PB_ASSIGN_OR_RETURN(Buffer b, annotate(client->buffer_from_host(a.data, a.dtype, a.dims), "input " + o.inputs[i]));
+    inputs.push_back(std::move(b));
+  }
+  std::vector<Buffer*> args;
+  for (auto& b : inputs) args.push_back(&b);
+  ExecuteOptions exec_options;
+  exec_options.donate = o.donate;
+  t0 = std::chrono::steady_clock::now();
+  PB_ASSIGN_OR_RETURN(std::vector<Buffer> outputs, exe->execute(args, exec_options));
+  const double execute_ms = ms_since(t0);
+
+  nlohmann::json report = {{"plugin", plugin->path().string()},   {"platform", client->platform_name()},
+                           {"pjrt_version", plugin->version().to_string()}, {"program", program.name()},
+                           {"format", format_name(program.format())}, {"compile_ms", compile_ms},
+                           {"execute_ms", execute_ms},             {"outputs", nlohmann::json::array()}};
+  if (!o.output_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.output_dir, ec);
+    if (ec) return make_error(Code::kPermissionDenied, "cannot create --output-dir " + o.output_dir + ": " + ec.message());
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    io::HostArray a;
+    a.dtype = outputs[i].dtype();
+    a.dims.assign(outputs[i].dims().begin(), outputs[i].dims().end());
+    PB_ASSIGN_OR_RETURN(a.data, outputs[i].to_host());
+    nlohmann::json out = {{"index", i}, {"dtype", dtype_name(a.dtype)}, {"shape", a.dims},
+                          {"values", io::format_leading_values(a, 8)}};
+    if (!o.output_dir.empty()) {
+      auto path = std::filesystem::path(o.output_dir) / ("out" + std::to_string(i) + ".npy");
+      PB_RETURN_IF_ERROR(io::write_npy(path, a));
+      out["file"] = path.string();
+    }
+    report["outputs"].push_back(out);
+  }
+  return report;
+}
+
+void print_text(const nlohmann::json& r) {
+  std::printf("plugin   %s (platform %s, PJRT %s)\n", r["plugin"].get<std::string>().c_str(),
+              r["platform"].get<std::string>().c_str(), r["pjrt_version"].get<std::string>().c_str());
+  std::printf("program  %s (%s): compiled in %.1f ms, executed in %.3f ms\n", r["program"].get<std::string>().c_str(),
+              r["format"].get<std::string>().c_str(), r["compile_ms"].get<double>(), r["execute_ms"].get<double>());
+  for (const auto& o : r["outputs"]) {
+    std::vector<int64_t> dims = o["shape"];
+    std::printf("out%-5zu %-14s %s", o["index"].get<size_t>(),
+                shape_string(*dtype_from_name(o["dtype"].get<std::string>()), dims).c_str(),
+                o["values"].get<std::string>().c_str());
+    if (o.contains("file")) std::printf("  -> %s", o["file"].get<std::string>().c_str());
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
+Command add_run_command(CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  auto* sub = app.add_subcommand("run", "compile a StableHLO program (MLIR text or bytecode) and run it on .npy inputs");
+  sub->add_option("program", o->program, "program.mlir or program.mlirbc")->required();
+  sub->add_option("--plugin", o->plugin, "PJRT plugin shared library")->required();
+  sub->add_option("--input,-i", o->inputs, "input arrays (.npy), in parameter order");
+  sub->add_option("--output-dir,-o", o->output_dir, "write each output as outN.npy here");
+  sub->add_option("--xla-option", o->xla_options, "XLA option name=value (repeatable), e.g. xla_cpu_enable_fast_min_max=true");
+  sub->add_flag("--plugin-defaults", o->plugin_defaults, "compile with the plugin's defaults, not JAX's numerics");
+  sub->add_option("--donate", o->donate, "index of an input to donate to the execution (repeatable)");
+  sub->add_flag("--json", o->json, "print JSON");
+  return {sub, [o] {
+            auto report = run(*o);
+            if (!report) {
+              print_error(report.error());
+              return 1;
+            }
+            if (o->json) std::printf("%s\n", report->dump(2).c_str());
+            else print_text(*report);
+            return 0;
+          }};
+}
+
+}  // namespace plugboard::cli
