@@ -59,7 +59,8 @@ double component(const HostArray& a, size_t i, size_t part) {
   }
 }
 
-// Significant digits that tell every value of a float type apart when printed with %g.
+// Significant digits that tell every value of a narrow float type apart when printed with %g
+// (ceil(p * log10 2) + 1 for p mantissa bits). Integral values are printed whole instead.
 int digits_for(DType t) {
   switch (t) {
     case DType::kF8E5M2:
@@ -75,7 +76,10 @@ std::string format_float(double v, DType t) {
   if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
   char buf[64];
   std::to_chars_result r;
-  if (const int digits = digits_for(t); digits > 0)
+  const int digits = digits_for(t);
+  if (digits > 0 && std::trunc(v) == v && std::fabs(v) < 1e15)
+    r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);  // 57344, not 5.73e+04
+  else if (digits > 0)
     r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, digits);
   else if (t == DType::kF32 || t == DType::kC64)
     r = std::to_chars(buf, buf + sizeof buf, static_cast<float>(v));

@@ -264,7 +264,8 @@ Expected<Header> parse_header(std::string_view text, std::string_view source) {
                        "malformed shape " + shape->text + ": " + dim.text + " is not an integer");
     if (dim.int_overflow || dim.integer < 0)
       return npy_error(source, Code::kInvalidArgument,
-                       "malformed shape " + shape->text + ": dimension " + dim.text + " is out of range");
+                       "malformed shape " + shape->text + ": dimension " + dim.text +
+                           (dim.int_overflow ? " is out of range" : " is negative"));
     header.shape.push_back(dim.integer);
   }
   return header;
@@ -405,12 +406,12 @@ std::filesystem::path temp_path_for(const std::filesystem::path& path) {
   return path.parent_path() / name;
 }
 
-Status write_all(int fd, std::span<const std::byte> bytes, const std::filesystem::path& path) {
+Status write_all(int fd, std::span<const std::byte> bytes, const std::filesystem::path& path, const std::string& what) {
   while (!bytes.empty()) {
     const ssize_t n = ::write(fd, bytes.data(), bytes.size());
     if (n < 0) {
       if (errno == EINTR) continue;
-      return errno_error(errno, "cannot write", path);
+      return errno_error(errno, what + " cannot write", path);
     }
     bytes = bytes.subspan(static_cast<size_t>(n));
   }
@@ -548,13 +549,15 @@ Status write_npy(const std::filesystem::path& path, const HostArray& array) {
 
   const std::vector<std::byte> bytes = encode_npy(array);
   const std::filesystem::path temp = temp_path_for(path);
+  // Errors name the target, which the caller knows, and the temporary file, which it does not.
+  const std::string what = "writing " + path.string() + " (through " + temp.filename().string() + "):";
   Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
-  if (fd.get() < 0) return errno_error(errno, "cannot create", temp);
+  if (fd.get() < 0) return errno_error(errno, what + " cannot create", temp);
 
   // From here on, any failure removes the temporary file so nothing partial is left.
-  Status written = write_all(fd.get(), bytes, temp);
-  if (written && fd.release_and_close() != 0) written = errno_error(errno, "cannot write", temp);
-  if (written && ::rename(temp.c_str(), path.c_str()) != 0) written = errno_error(errno, "cannot rename to", path);
+  Status written = write_all(fd.get(), bytes, temp, what);
+  if (written && fd.release_and_close() != 0) written = errno_error(errno, what + " cannot write", temp);
+  if (written && ::rename(temp.c_str(), path.c_str()) != 0) written = errno_error(errno, what + " cannot rename", temp);
   if (!written) ::unlink(temp.c_str());
   return written;
 }

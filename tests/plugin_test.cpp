@@ -1,0 +1,135 @@
+// Loading and verifying real plugins, and refusing files that are not plugins.
+#include <unistd.h>
+
+#include <fstream>
+
+#include "plugin/plugin.h"
+#include "test_env.h"
+
+namespace plugboard {
+namespace {
+
+using testing::cpu_plugins;
+using testing::cuda_plugin;
+using testing::RealPlugin;
+
+class RealPluginTest : public ::testing::TestWithParam<RealPlugin> {};
+
+TEST_P(RealPluginTest, LoadsWithVersionAttributesAndExtensions) {
+  const RealPlugin& rp = GetParam();
+  ASSERT_TRUE(std::filesystem::exists(rp.path)) << rp.path << " is missing: run scripts/setup.sh";
+  auto plugin = load_plugin(rp.path);
+  PB_ASSERT_OK(plugin);
+  const Plugin& p = **plugin;
+  EXPECT_EQ(p.version().major, 0);
+  EXPECT_EQ(p.version().minor, rp.pjrt_minor);
+  EXPECT_TRUE(p.path().is_absolute());
+  auto current = p.stablehlo_current_version();
+  auto minimum = p.stablehlo_minimum_version();
+  ASSERT_TRUE(current && minimum);
+  EXPECT_LE(*minimum, *current);
+  EXPECT_GE(*current, (SemVer{1, 13, 0}));
+  EXPECT_TRUE(p.int_attribute("xla_version").has_value());
+  // Every plugin at hand carries the FFI extension (type 5, 48 bytes) the callback work builds on.
+  const ExtensionInfo* ffi = p.extension(5);
+  ASSERT_NE(ffi, nullptr);
+  EXPECT_EQ(ffi->name, "FFI");
+  EXPECT_GE(ffi->struct_size, 48u);
+  // The Layouts extension grew between versions: 72 bytes in 0.81, 80 later.
+  if (const ExtensionInfo* layouts = p.extension(4)) {
+    EXPECT_EQ(layouts->struct_size, rp.pjrt_minor == 81 ? 72u : 80u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllRealPlugins, RealPluginTest,
+                         ::testing::Values(cpu_plugins()[0], cpu_plugins()[1], cpu_plugins()[2], cuda_plugin()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(PluginTest, CudaPluginReportsItsCudaVersion) {
+  auto plugin = load_plugin(cuda_plugin().path);
+  PB_ASSERT_OK(plugin);
+  EXPECT_EQ((*plugin)->int_attribute("cuda_version"), 13000);
+  EXPECT_EQ((*plugin)->stablehlo_current_version(), (SemVer{1, 22, 0}));
+}
+
+TEST(PluginTest, SameFileTwiceIsOnePlugin) {
+  const auto& path = cpu_plugins()[0].path;
+  auto a = load_plugin(path);
+  auto b = load_plugin(path);
+  PB_ASSERT_OK(a);
+  PB_ASSERT_OK(b);
+  EXPECT_EQ(a->get(), b->get());
+
+  // Through a symlink and a relative-looking path too: identity is the file, not the spelling.
+  auto link = std::filesystem::temp_directory_path() / ("plugboard_link_" + std::to_string(::getpid()) + ".so");
+  std::filesystem::remove(link);
+  std::filesystem::create_symlink(path, link);
+  auto c = load_plugin(link);
+  std::filesystem::remove(link);
+  PB_ASSERT_OK(c);
+  EXPECT_EQ(a->get(), c->get());
+  EXPECT_EQ((*c)->path(), std::filesystem::canonical(path));
+
+  size_t count = 0;
+  for (const auto& p : loaded_plugins()) count += p.get() == a->get();
+  EXPECT_EQ(count, 1u);
+}
+
+TEST(PluginTest, MissingFileIsNotFoundAndNamesThePath) {
+  auto r = load_plugin("/nonexistent/dir/libnothing.so");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), Code::kNotFound);
+  EXPECT_NE(r.error().to_string().find("/nonexistent/dir/libnothing.so"), std::string::npos) << r.error().to_string();
+}
+
+TEST(PluginTest, DirectoryIsRefused) {
+  auto r = load_plugin(testing::fixtures_dir());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.error().message().find("not a regular file"), std::string::npos);
+}
+
+TEST(PluginTest, NotAnElfFileIsRefusedBeforeDlopen) {
+  auto path = std::filesystem::temp_directory_path() / ("plugboard_not_elf_" + std::to_string(::getpid()) + ".so");
+  std::ofstream(path) << "this is a text file, not a shared library\n";
+  auto r = load_plugin(path);
+  std::filesystem::remove(path);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.error().message().find("is not an ELF shared library"), std::string::npos) << r.error().to_string();
+  EXPECT_NE(r.error().message().find(path.filename().string()), std::string::npos);
+}
+
+TEST(PluginTest, TruncatedElfGivesTheDlopenError) {
+  // An ELF header and nothing after it: dlopen fails, and its own words come back.
+  auto path = std::filesystem::temp_directory_path() / ("plugboard_truncated_" + std::to_string(::getpid()) + ".so");
+  std::ofstream(path, std::ios::binary) << "\x7f" "ELF\x02\x01\x01";
+  auto r = load_plugin(path);
+  std::filesystem::remove(path);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), Code::kFailedPrecondition);
+  EXPECT_NE(r.error().message().find("cannot load"), std::string::npos) << r.error().to_string();
+  EXPECT_NE(r.error().message().find(path.filename().string()), std::string::npos);
+}
+
+TEST(PluginTest, ElfWithoutGetPjrtApiIsNotAPlugin) {
+  auto r = load_plugin(PLUGBOARD_FIXTURE_NO_GET_PJRT_API);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), Code::kFailedPrecondition);
+  EXPECT_NE(r.error().message().find("does not export GetPjrtApi"), std::string::npos) << r.error().to_string();
+  EXPECT_NE(r.error().message().find("no_get_pjrt_api"), std::string::npos);
+}
+
+TEST(PluginTest, NullApiIsRefused) {
+  auto r = load_plugin(PLUGBOARD_FIXTURE_NULL_API);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("GetPjrtApi of"), std::string::npos) << r.error().to_string();
+  EXPECT_NE(r.error().message().find("returned null"), std::string::npos);
+  // The outcome is remembered: asking again gives the same answer without a second dlopen.
+  auto again = load_plugin(PLUGBOARD_FIXTURE_NULL_API);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().message(), r.error().message());
+}
+
+}  // namespace
+}  // namespace plugboard
