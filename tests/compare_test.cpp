@@ -23,7 +23,7 @@ template <class T>
 HostArray make(DType dtype, std::vector<int64_t> dims, const std::vector<T>& values) {
   HostArray a{dtype, std::move(dims), {}};
   a.data.resize(values.size() * sizeof(T));
-  std::memcpy(a.data.data(), values.data(), a.data.size());
+  if (!values.empty()) std::memcpy(a.data.data(), values.data(), a.data.size());  // memcpy(null, ...) is UB
   EXPECT_EQ(a.data.size(), a.byte_size()) << "test array of the wrong size";
   return a;
 }

@@ -10,7 +10,6 @@
 #include <bit>
 #include <cerrno>
 #include <charconv>
-#include <cstring>
 #include <limits>
 #include <system_error>
 #include <utility>
@@ -185,6 +184,8 @@ class HeaderParser {
   }
 
   bool parse_sequence(PyValue& out) {
+    // A real header nests one level; the cap keeps a hostile file from exhausting the stack.
+    if (++depth_ > kMaxDepth) return fail("sequences nested too deeply");
     const char close = text_[pos_] == '(' ? ')' : ']';
     out.kind = close == ')' ? PyValue::Kind::kTuple : PyValue::Kind::kList;
     ++pos_;
@@ -199,11 +200,14 @@ class HeaderParser {
       if (!out.trailing_comma && peek() != close)
         return fail(std::string("expected ',' or '") + close + "' in a sequence");
     }
+    --depth_;
     return true;
   }
 
+  static constexpr int kMaxDepth = 16;
   std::string_view text_;
   size_t pos_ = 0;
+  int depth_ = 0;
   std::string error_;
 };
 

@@ -1,0 +1,89 @@
+#include "bench_util.h"
+
+#include <algorithm>
+#include <cstdarg>
+
+namespace pbbench {
+
+int64_t calibrate(Batch& b, double target_s, int64_t min_iters) {
+  // Grow a trial batch until it runs for a measurable time, then scale to the target.
+  int64_t n = 1;
+  double t = b(n);
+  while (t < 0.02 && t < target_s / 4) {
+    n *= 4;
+    t = b(n);
+  }
+  const double per_iter = t / static_cast<double>(n);
+  return std::max<int64_t>(min_iters, static_cast<int64_t>(target_s / std::max(per_iter, 1e-12)));
+}
+
+std::vector<std::vector<double>> run_interleaved(std::vector<Batch>& variants, const std::vector<int64_t>& iters,
+                                                 int reps) {
+  const size_t k = variants.size();
+  std::vector<std::vector<double>> out(k);
+  for (int r = 0; r < reps; ++r) {
+    for (size_t j = 0; j < k; ++j) {
+      const size_t v = (r % 2 == 0) ? j : k - 1 - j;  // alternate the order: ABC, CBA, ...
+      out[v].push_back(variants[v](iters[v]) / static_cast<double>(iters[v]));
+    }
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double paired_ratio(const std::vector<double>& a, const std::vector<double>& b) {
+  std::vector<double> r;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) r.push_back(a[i] / b[i]);
+  return median(std::move(r));
+}
+
+double spread_pct(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  return 100.0 * (*hi - *lo) / median(v);
+}
+
+std::string fmt(const char* format, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, format);
+  std::vsnprintf(buf, sizeof(buf), format, ap);
+  va_end(ap);
+  return buf;
+}
+
+void Table::print(std::FILE* out) const {
+  std::vector<size_t> width(header.size(), 0);
+  auto widen = [&](const std::vector<std::string>& row) {
+    for (size_t i = 0; i < row.size() && i < width.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  };
+  widen(header);
+  for (const auto& r : rows) widen(r);
+  auto line = [&](const std::vector<std::string>& row) {
+    std::string s = " ";
+    for (size_t i = 0; i < width.size(); ++i) {
+      const std::string cell = i < row.size() ? row[i] : "";
+      const std::string pad(width[i] - cell.size(), ' ');
+      s += "  ";
+      s += i == 0 ? cell + pad : pad + cell;  // first column left-aligned, figures right-aligned
+    }
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    std::fprintf(out, "%s\n", s.c_str());
+  };
+  std::fprintf(out, " %s\n", title.c_str());
+  line(header);
+  size_t total = 1;
+  for (size_t w : width) total += w + 2;
+  std::fprintf(out, "   %s\n", std::string(total - 2, '-').c_str());
+  for (const auto& r : rows) line(r);
+  for (const auto& n : notes) std::fprintf(out, "   %s\n", n.c_str());
+  std::fprintf(out, "\n");
+}
+
+}  // namespace pbbench

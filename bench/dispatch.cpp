@@ -1,0 +1,163 @@
+// Dispatch overhead: one iteration = execute + await completion + destroy the outputs, with the
+// inputs already on the device.
+//   baseline:  a raw PJRT_LoadedExecutable_Execute loop (device_complete_events, PJRT_Event_Await,
+//              PJRT_Event_Destroy, PJRT_Buffer_Destroy) on an executable compiled from the same
+//              program with the same serialized CompileOptions bytes plugboard sends;
+//   plugboard: Executable::execute.
+// Both pass every argument as non-donatable, as plugboard does when nothing is donated, so the
+// plugin does the same work on both sides.
+#include <fstream>
+#include <sstream>
+
+#include "bench_util.h"
+
+namespace pbbench {
+namespace {
+
+constexpr char kAddMlir[] =
+    "module @add attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n"
+    "  func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {\n"
+    "    %0 = stablehlo.add %a, %b : tensor<4xf32>\n"
+    "    return %0 : tensor<4xf32>\n"
+    "  }\n"
+    "}\n";
+
+struct Case {
+  std::string name;
+  std::string mlir;
+  std::vector<std::vector<int64_t>> arg_dims;  // all f32
+};
+
+struct Result {
+  double raw_ns, pb_ns, ratio, raw_spread, pb_spread;
+  int64_t iters;
+  int reps;
+};
+
+Result run_case(Context& ctx, const Case& c) {
+  using namespace plugboard;
+  const PJRT_Api* api = ctx.api;
+  const bool quick = ctx.opt.quick;
+
+  // Plugboard's executable, and the baseline's from the same bytes and options.
+  Program program = value_or_throw(Program::from_bytes(c.mlir, c.name), "Program::from_bytes");
+  const CompileOptions options;
+  auto exe = value_or_throw(ctx.client->compile(program, options), "Client::compile");
+  const std::string options_bytes = options.serialize();
+  PJRT_LoadedExecutable* raw_exe = raw_compile(ctx, c.mlir, options_bytes);
+  struct RawExeGuard {
+    const PJRT_Api* api;
+    PJRT_LoadedExecutable* exe;
+    ~RawExeGuard() {
+      try {
+        raw_executable_destroy(api, exe);
+      } catch (...) {
+      }
+    }
+  } raw_guard{api, raw_exe};
+
+  // Inputs on the device, ready before timing starts.
+  std::vector<Buffer> inputs;
+  for (const auto& dims : c.arg_dims) {
+    size_t n = 1;
+    for (int64_t d : dims) n *= static_cast<size_t>(d);
+    std::vector<float> host(n, 0.5f);
+    inputs.push_back(value_or_throw(
+        ctx.client->buffer_from_host(std::as_bytes(std::span<const float>(host)), DType::kF32, dims),
+        "buffer_from_host"));
+    ok_or_throw(value_or_throw(inputs.back().ready_event(), "ready_event").await(), "await input");
+  }
+  const size_t n_args = inputs.size();
+  const size_t n_out = exe->num_outputs();
+  if (n_args > 8 || n_out > 8) throw std::runtime_error("dispatch case with more than 8 arguments or outputs");
+
+  // ---- baseline: the raw C API loop ----
+  PJRT_Buffer* raw_args[8];
+  int64_t non_donatable[8];
+  for (size_t i = 0; i < n_args; ++i) {
+    raw_args[i] = inputs[i].raw();
+    non_donatable[i] = static_cast<int64_t>(i);
+  }
+  PJRT_Buffer* raw_outs[8];
+  PJRT_Buffer* const* arg_lists[1] = {raw_args};
+  PJRT_Buffer** out_lists[1] = {raw_outs};
+  auto raw_body = [&] {
+    RAW_ARGS(PJRT_ExecuteOptions, opts);
+    opts.non_donatable_input_indices = non_donatable;
+    opts.num_non_donatable_input_indices = n_args;
+    PJRT_Event* done[1] = {nullptr};
+    RAW_ARGS(PJRT_LoadedExecutable_Execute_Args, ex);
+    ex.executable = raw_exe;
+    ex.options = &opts;
+    ex.argument_lists = arg_lists;
+    ex.num_devices = 1;
+    ex.num_args = n_args;
+    ex.output_lists = out_lists;
+    ex.device_complete_events = done;
+    raw_check(api, api->PJRT_LoadedExecutable_Execute(&ex), "PJRT_LoadedExecutable_Execute");
+    raw_await_and_destroy(api, done[0], "PJRT_Event_Await");
+    for (size_t i = 0; i < n_out; ++i) raw_buffer_destroy(api, raw_outs[i]);
+  };
+
+  // ---- plugboard ----
+  Buffer* pb_args[8];
+  for (size_t i = 0; i < n_args; ++i) pb_args[i] = &inputs[i];
+  const std::span<Buffer* const> pb_span(pb_args, n_args);
+  auto pb_body = [&] {
+    auto outs = exe->execute(pb_span);
+    if (!outs) throw std::runtime_error("Executable::execute: " + outs.error().to_string());
+  };
+
+  std::vector<Batch> variants = {batch(raw_body), batch(pb_body)};
+  // Warm up both (thread pools, caches, allocator), then size one repetition from the baseline.
+  const double warm_s = quick ? 0.03 : 0.1;
+  for (auto& v : variants) calibrate(v, warm_s);
+  const double rep_s = quick ? 0.06 : 0.25;
+  const int reps = quick ? 5 : 7;
+  const int64_t iters = calibrate(variants[0], rep_s, 10);
+  auto times = run_interleaved(variants, {iters, iters}, reps);
+
+  Result r;
+  r.raw_ns = median(times[0]) * 1e9;
+  r.pb_ns = median(times[1]) * 1e9;
+  r.ratio = paired_ratio(times[1], times[0]);
+  r.raw_spread = spread_pct(times[0]);
+  r.pb_spread = spread_pct(times[1]);
+  r.iters = iters;
+  r.reps = reps;
+  return r;
+}
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return {};
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+Table bench_dispatch(Context& ctx) {
+  std::vector<Case> cases;
+  cases.push_back({"add f32[4]", kAddMlir, {{4}, {4}}});
+  // A second, 5-argument program shows how the per-argument checks scale (skipped in --quick).
+  if (!ctx.opt.quick) {
+    const std::string mlp = read_file(ctx.opt.cases / "mlp_tiny" / "program.mlir");
+    if (!mlp.empty()) cases.push_back({"mlp_tiny (5 args)", mlp, {{8, 16}, {16, 32}, {32}, {32, 10}, {10}}});
+  }
+
+  Table t;
+  t.title = "dispatch: execute + await + destroy outputs, inputs on device (median ns/iter)";
+  t.header = {"program", "raw C API", "plugboard", "pb/raw", "goal", "spread raw", "spread pb", "reps x iters"};
+  for (const auto& c : cases) {
+    const Result r = run_case(ctx, c);
+    t.rows.push_back({c.name, fmt("%.0f", r.raw_ns), fmt("%.0f", r.pb_ns), fmt("%.3fx", r.ratio),
+                      r.ratio <= 1.05 ? "<=1.05 ok" : "<=1.05 MISS", fmt("%.1f%%", r.raw_spread),
+                      fmt("%.1f%%", r.pb_spread), fmt("%d x %lld", r.reps, static_cast<long long>(r.iters))});
+  }
+  t.notes.push_back("pb/raw: median over repetitions of the paired (adjacent-in-time) ratio; spread: (max-min)/median");
+  return t;
+}
+
+}  // namespace pbbench

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Sets everything up (scripts/setup.sh) and runs all tests: a regular build, then the same tests
+# under AddressSanitizer + UndefinedBehaviorSanitizer.
+#
+#   scripts/test.sh [--no-sanitize]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+sanitize=1
+[ "${1:-}" = "--no-sanitize" ] && sanitize=0
+jobs=$(nproc)
+
+"$root/scripts/setup.sh" --build-dir "$root/build"
+echo "[test] regular build"
+(cd "$root/build" && ctest --output-on-failure -j "$jobs")
+
+if [ $sanitize -eq 1 ]; then
+  "$root/scripts/setup.sh" --build-dir "$root/build-sanitize" --sanitize
+  echo "[test] ASan + UBSan build"
+  # The plugins are not instrumented and keep process-lifetime allocations (they are never unloaded):
+  # leaks are reported only for plugboard's own code, see tests/lsan.supp.
+  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1"
+  export LSAN_OPTIONS="suppressions=$root/tests/lsan.supp:print_suppressions=0"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+  (cd "$root/build-sanitize" && ctest --output-on-failure -j "$jobs")
+fi
+echo "[test] all tests passed"
