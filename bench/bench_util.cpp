@@ -43,10 +43,22 @@ double paired_ratio(const std::vector<double>& a, const std::vector<double>& b) 
   return median(std::move(r));
 }
 
+namespace {
+// Linear-interpolated quantile of sorted values.
+double quantile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
+}
+}  // namespace
+
 double spread_pct(const std::vector<double>& v) {
   if (v.empty()) return 0;
-  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
-  return 100.0 * (*hi - *lo) / median(v);
+  std::vector<double> s = v;
+  std::sort(s.begin(), s.end());
+  return 100.0 * (quantile(s, 0.75) - quantile(s, 0.25)) / quantile(s, 0.5);
 }
 
 std::string fmt(const char* format, ...) {

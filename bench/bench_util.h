@@ -137,7 +137,7 @@ std::vector<std::vector<double>> run_interleaved(std::vector<Batch>& variants, c
 double median(std::vector<double> v);
 // Median of a[i] / b[i] over paired repetitions (adjacent in time, so drift cancels).
 double paired_ratio(const std::vector<double>& a, const std::vector<double>& b);
-// (max - min) / median, as a percentage: how noisy the repetitions were.
+// Interquartile range / median, as a percentage: how noisy the repetitions were.
 double spread_pct(const std::vector<double>& v);
 
 // ---- output ---------------------------------------------------------------------------------------

@@ -78,7 +78,8 @@ if [ $do_build -eq 1 ]; then
   if [ ! -f "$build_dir/CMakeCache.txt" ]; then
     log "configuring $build_dir (sanitizers: $sanitize)"
     cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DPLUGBOARD_DEPS_DIR="$deps" -DPLUGBOARD_SANITIZE="$sanitize"
+      -DPLUGBOARD_DEPS_DIR="$deps" -DPLUGBOARD_SANITIZE="$sanitize" \
+      -DPLUGBOARD_BENCH="$([ "$sanitize" = ON ] && echo OFF || echo ON)"
   fi
   log "building $build_dir"
   cmake --build "$build_dir" --parallel "$(nproc)"

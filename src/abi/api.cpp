@@ -9,7 +9,7 @@ Error Api::take_error(PJRT_Error* error, std::string_view function) const {
   if (covers(offsetof(PJRT_Api, PJRT_Error_GetCode))) {
     auto args = PB_PJRT_ARGS(PJRT_Error_GetCode_Args);
     args.error = error;
-    if (raw_->PJRT_Error_GetCode(&args) == nullptr) code = static_cast<Code>(args.code);
+    if (raw_->PJRT_Error_GetCode(&args) == nullptr) code = static_cast<Code>(enum_value(args.code));
   }
   if (covers(offsetof(PJRT_Api, PJRT_Error_Message))) {
     auto args = PB_PJRT_ARGS(PJRT_Error_Message_Args);
@@ -38,8 +38,8 @@ Error Api::missing_function(std::string_view function, size_t offset) const {
                    std::to_string(offset + sizeof(void*)) + " bytes)");
 }
 
-std::string pjrt_type_name(PJRT_Buffer_Type t) {
-  switch (t) {
+std::string pjrt_type_name(int t) {
+  switch (static_cast<PJRT_Buffer_Type>(t)) {
     case PJRT_Buffer_Type_INVALID: return "INVALID";
     case PJRT_Buffer_Type_PRED: return "PRED";
     case PJRT_Buffer_Type_S8: return "S8";
@@ -71,7 +71,7 @@ std::string pjrt_type_name(PJRT_Buffer_Type t) {
     case PJRT_Buffer_Type_F8E8M0FNU: return "F8E8M0FNU";
     case PJRT_Buffer_Type_F4E2M1FN: return "F4E2M1FN";
   }
-  return "PJRT_Buffer_Type(" + std::to_string(static_cast<int>(t)) + ")";
+  return "PJRT_Buffer_Type(" + std::to_string(t) + ")";
 }
 
 }  // namespace plugboard::abi

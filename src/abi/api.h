@@ -61,6 +61,16 @@ Args zeroed_args(size_t struct_size) {
   return args;
 }
 
+// Reads an enum field a plugin wrote as a plain int: a newer plugin may write values this header's
+// enum does not list (new extension or buffer types), and loading those as the enum type is undefined.
+template <class Enum>
+int enum_value(const Enum& field) {
+  static_assert(sizeof(Enum) == sizeof(int));
+  int v;
+  std::memcpy(&v, &field, sizeof(v));
+  return v;
+}
+
 template <class Fn>
 Fn* function_at(const PJRT_Api* raw, size_t offset) {
   Fn* fn;
@@ -79,13 +89,12 @@ Status guarded_call(const Api& api, size_t offset, std::string_view name, Args* 
 
 // PJRT_Buffer_Type and plugboard's DType share their numbering for every type plugboard knows.
 inline PJRT_Buffer_Type to_pjrt(DType t) { return static_cast<PJRT_Buffer_Type>(static_cast<int>(t)); }
-inline DType from_pjrt(PJRT_Buffer_Type t) {
-  int v = static_cast<int>(t);
+inline DType from_pjrt(int v) {
   return (v >= 1 && v <= static_cast<int>(DType::kF8E4M3FN)) ? static_cast<DType>(v) : DType::kInvalid;
 }
 // The PJRT name of a buffer type ("F32", "F8E4M3B11FNUZ", ...) for messages about types plugboard
 // does not handle.
-std::string pjrt_type_name(PJRT_Buffer_Type t);
+std::string pjrt_type_name(int t);
 
 inline std::string_view view(const char* data, size_t size) {
   return data ? std::string_view(data, size) : std::string_view();

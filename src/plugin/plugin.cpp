@@ -40,7 +40,7 @@ std::string extension_name(int type) {
 NamedValue copy_named_value(const PJRT_NamedValue& v) {
   NamedValue out;
   out.name.assign(abi::view(v.name, v.name_size));
-  switch (v.type) {
+  switch (abi::enum_value(v.type)) {
     case PJRT_NamedValue_kString: out.value = std::string(abi::view(v.string_value, v.value_size)); break;
     case PJRT_NamedValue_kInt64: out.value = v.int64_value; break;
     case PJRT_NamedValue_kInt64List:
@@ -50,7 +50,7 @@ NamedValue copy_named_value(const PJRT_NamedValue& v) {
       break;
     case PJRT_NamedValue_kFloat: out.value = v.float_value; break;
     case PJRT_NamedValue_kBool: out.value = v.bool_value; break;
-    default: out.value = "<unknown NamedValue type " + std::to_string(static_cast<int>(v.type)) + ">";
+    default: out.value = "<unknown NamedValue type " + std::to_string(abi::enum_value(v.type)) + ">";
   }
   return out;
 }
@@ -217,7 +217,10 @@ Expected<std::shared_ptr<const Plugin>> load_plugin(const std::filesystem::path&
     // The extension chain; bounded, so a corrupt (cyclic) chain cannot hang the loader.
     const PJRT_Extension_Base* ext = raw->extension_start;
     for (int n = 0; ext && n < 64; ++n, ext = ext->next)
-      plugin->extensions_.push_back({static_cast<int>(ext->type), ext->struct_size, extension_name(ext->type)});
+      {
+      const int type = abi::enum_value(ext->type);
+      plugin->extensions_.push_back({type, ext->struct_size, extension_name(type)});
+    }
     return std::shared_ptr<const Plugin>(std::move(plugin));
   };
 

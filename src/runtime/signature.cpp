@@ -99,10 +99,11 @@ Expected<Signature> query_signature(const abi::Api& api, PJRT_Executable* exe) {
   const int64_t* d = dims.dims;
   for (size_t i = 0; i < num.num_outputs; ++i) {
     ArrayType t;
-    t.dtype = abi::from_pjrt(types.output_types[i]);
+    const int type = abi::enum_value(types.output_types[i]);
+    t.dtype = abi::from_pjrt(type);
     if (t.dtype == DType::kInvalid)
       return make_error(Code::kUnimplemented, "output " + std::to_string(i) + " has element type " +
-                                                  abi::pjrt_type_name(types.output_types[i]) +
+                                                  abi::pjrt_type_name(type) +
                                                   ", which plugboard does not handle");
     t.dims = Dims(std::span<const int64_t>(d, dims.dim_sizes[i]));
     d += dims.dim_sizes[i];

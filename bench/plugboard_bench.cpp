@@ -1,0 +1,146 @@
+// plugboard_bench: plugboard against the raw PJRT C API, per plugin, in one run.
+//
+//   plugboard_bench [--plugin PATH]... [--quick] [--cases DIR] [--only dispatch|transfer|compile]...
+//
+// With no --plugin: the three XLA CPU plugins from the dependency cache, where present.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "abi/api.h"
+#include "bench_util.h"
+#include "plugin/plugin.h"
+
+#ifndef PLUGBOARD_DEPS_DIR
+#define PLUGBOARD_DEPS_DIR ""
+#endif
+#ifndef PLUGBOARD_CONFORMANCE_DIR
+#define PLUGBOARD_CONFORMANCE_DIR ""
+#endif
+
+namespace {
+
+void usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: plugboard_bench [--plugin PATH]... [--quick] [--cases DIR] [--only NAME]...\n"
+               "  --plugin PATH  a PJRT plugin to measure (repeatable; default: the XLA CPU plugins 0.81,\n"
+               "                 0.106, 0.115 under %s/files)\n"
+               "  --quick        fewer and shorter repetitions (under ~15 s for three plugins)\n"
+               "  --cases DIR    the conformance cases folder (default %s/cases)\n"
+               "  --only NAME    run only dispatch, transfer or compile (repeatable)\n",
+               PLUGBOARD_DEPS_DIR, PLUGBOARD_CONFORMANCE_DIR);
+}
+
+std::vector<std::filesystem::path> default_plugins() {
+  const std::filesystem::path files = std::filesystem::path(PLUGBOARD_DEPS_DIR) / "files";
+  std::vector<std::filesystem::path> out;
+  for (const char* rel : {"xla_cpu_081/xla_cpu_pjrt.so", "xla_cpu_106/libpjrt_cpu.so",
+                          "xla_cpu_115/pjrt_c_api_cpu_plugin.so"}) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(files / rel, ec)) out.push_back(files / rel);
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace pbbench;
+  Options opt;
+  opt.cases = std::filesystem::path(PLUGBOARD_CONFORMANCE_DIR) / "cases";
+  std::vector<std::filesystem::path> plugins;
+  std::vector<std::string> only;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "plugboard_bench: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--plugin") plugins.emplace_back(next());
+    else if (a == "--quick") opt.quick = true;
+    else if (a == "--cases") opt.cases = next();
+    else if (a == "--only") only.push_back(next());
+    else if (a == "-h" || a == "--help") {
+      usage(stdout);
+      return 0;
+    } else {
+      std::fprintf(stderr, "plugboard_bench: unknown argument '%s'\n", a.c_str());
+      usage(stderr);
+      return 2;
+    }
+  }
+  for (const auto& o : only)
+    if (o != "dispatch" && o != "transfer" && o != "compile") {
+      std::fprintf(stderr, "plugboard_bench: --only takes dispatch, transfer or compile, not '%s'\n", o.c_str());
+      return 2;
+    }
+  auto wanted = [&](const char* name) { return only.empty() || std::find(only.begin(), only.end(), name) != only.end(); };
+  if (plugins.empty()) plugins = default_plugins();
+  if (plugins.empty()) {
+    std::fprintf(stderr, "plugboard_bench: no plugins given and none found under %s/files (run scripts/setup.sh)\n",
+                 PLUGBOARD_DEPS_DIR);
+    return 2;
+  }
+
+  const auto t_start = Clock::now();
+  int failures = 0;
+  std::printf("plugboard_bench%s: %zu plugin(s); medians over interleaved repetitions\n\n",
+              opt.quick ? " --quick" : "", plugins.size());
+  for (const auto& path : plugins) {
+    const auto t_plugin = Clock::now();
+    auto plugin = plugboard::load_plugin(path);
+    if (!plugin) {
+      std::printf("== %s: cannot load: %s\n\n", path.c_str(), plugin.error().to_string().c_str());
+      ++failures;
+      continue;
+    }
+    auto client = plugboard::Client::create(*plugin);
+    if (!client) {
+      std::printf("== %s: cannot create a client: %s\n\n", path.c_str(), client.error().to_string().c_str());
+      ++failures;
+      continue;
+    }
+    const double setup_s = std::chrono::duration<double>(Clock::now() - t_plugin).count();
+    Context ctx;
+    ctx.client = *client;
+    ctx.api = (*plugin)->api().raw();
+    ctx.raw_client = ctx.client->raw();
+    ctx.raw_device = ctx.client->device_handle(0);
+    ctx.opt = opt;
+    ctx.label = path.filename().string() + " (PJRT " + (*plugin)->version().to_string() + ")";
+    std::printf("== %s  PJRT %s, platform %s %s, %zu device(s)\n   %s (load + client: %.1f s)\n\n",
+                path.filename().c_str(), (*plugin)->version().to_string().c_str(),
+                ctx.client->platform_name().c_str(), ctx.client->platform_version().c_str(),
+                ctx.client->devices().size(), path.c_str(), setup_s);
+    std::fflush(stdout);
+
+    struct Entry {
+      const char* name;
+      Table (*fn)(Context&);
+    };
+    for (const Entry& e : {Entry{"dispatch", &bench_dispatch}, Entry{"transfer", &bench_transfer},
+                           Entry{"compile", &bench_compile}}) {
+      if (!wanted(e.name)) continue;
+      try {
+        const auto t0 = Clock::now();
+        Table table = e.fn(ctx);
+        table.notes.push_back(fmt("(%s took %.1f s)", e.name, std::chrono::duration<double>(Clock::now() - t0).count()));
+        table.print();
+      } catch (const std::exception& ex) {
+        std::printf(" %s: FAILED: %s\n\n", e.name, ex.what());
+        ++failures;
+      }
+      std::fflush(stdout);
+    }
+    std::printf("   (%s: %.1f s)\n\n", path.filename().c_str(),
+                std::chrono::duration<double>(Clock::now() - t_plugin).count());
+  }
+  std::printf("total %.1f s%s\n", std::chrono::duration<double>(Clock::now() - t_start).count(),
+              failures ? fmt(", %d failure(s)", failures).c_str() : "");
+  return failures ? 1 : 0;
+}
