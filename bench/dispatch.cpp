@@ -27,6 +27,7 @@ struct Case {
   std::string mlir;
   std::vector<std::vector<int64_t>> arg_dims;  // all f32
   double rep_scale = 1.0;                      // relative length of one repetition
+  bool expect_sum_of_halves = false;           // check: every output element is 0.5 + 0.5
 };
 
 struct Result {
@@ -82,6 +83,7 @@ Result run_case(Context& ctx, const Case& c) {
   PJRT_Buffer* raw_outs[8];
   PJRT_Buffer* const* arg_lists[1] = {raw_args};
   PJRT_Buffer** out_lists[1] = {raw_outs};
+  bool raw_body_keep = false;  // true only for the one checked run: keep the outputs
   auto raw_body = [&] {
     RAW_ARGS(PJRT_ExecuteOptions, opts);
     opts.non_donatable_input_indices = non_donatable;
@@ -97,7 +99,8 @@ Result run_case(Context& ctx, const Case& c) {
     ex.device_complete_events = done;
     raw_check(api, api->PJRT_LoadedExecutable_Execute(&ex), "PJRT_LoadedExecutable_Execute");
     raw_await_and_destroy(api, done[0], "PJRT_Event_Await");
-    for (size_t i = 0; i < n_out; ++i) raw_buffer_destroy(api, raw_outs[i]);
+    if (!raw_body_keep)
+      for (size_t i = 0; i < n_out; ++i) raw_buffer_destroy(api, raw_outs[i]);
   };
 
   // ---- plugboard ----
@@ -108,6 +111,31 @@ Result run_case(Context& ctx, const Case& c) {
     auto outs = exe->execute(pb_span);
     if (!outs) throw std::runtime_error("Executable::execute: " + outs.error().to_string());
   };
+
+  // Check the results once on both sides (every input is 0.5; for add each output element is 1).
+  if (c.expect_sum_of_halves) {
+    raw_body_keep = true;
+    raw_body();
+    raw_body_keep = false;
+    auto outs = value_or_throw(exe->execute(pb_span), "Executable::execute");
+    for (int side = 0; side < 2; ++side) {
+      std::vector<float> got(4, 0.0f);
+      const std::span<std::byte> dst = std::as_writable_bytes(std::span<float>(got));
+      if (side == 0) {
+        RAW_ARGS(PJRT_Buffer_ToHostBuffer_Args, th);
+        th.src = raw_outs[0];
+        th.dst = dst.data();
+        th.dst_size = dst.size();
+        raw_check(api, api->PJRT_Buffer_ToHostBuffer(&th), "PJRT_Buffer_ToHostBuffer");
+        raw_await_and_destroy(api, th.event, "ToHostBuffer event");
+        raw_buffer_destroy(api, raw_outs[0]);
+      } else {
+        ok_or_throw(outs[0].to_host(dst), "to_host");
+      }
+      for (float v : got)
+        if (v != 1.0f) throw std::runtime_error(std::string(side ? "plugboard" : "raw") + " add gave a wrong result");
+    }
+  }
 
   std::vector<Batch> variants = {batch(raw_body), batch(pb_body)};
   // Warm up both (thread pools, caches, allocator), then size one repetition from the baseline.
@@ -143,7 +171,7 @@ std::string read_file(const std::filesystem::path& p) {
 
 Table bench_dispatch(Context& ctx) {
   std::vector<Case> cases;
-  cases.push_back({"add f32[4]", kAddMlir, {{4}, {4}}});
+  cases.push_back({"add f32[4]", kAddMlir, {{4}, {4}}, 1.0, true});
   // A second, 5-argument program shows how the per-argument checks scale (skipped in --quick).
   if (!ctx.opt.quick) {
     const std::string mlp = read_file(ctx.opt.cases / "mlp_tiny" / "program.mlir");

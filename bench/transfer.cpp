@@ -100,6 +100,24 @@ Table bench_transfer(Context& ctx) {
     return b;
   };
 
+  // Both sides must move the right bytes before their speed means anything.
+  auto verify = [&](const char* what) {
+    if (std::memcmp(dst.p, src.p, kBytes) != 0) throw std::runtime_error(std::string(what) + " returned wrong bytes");
+    std::memset(dst.p, 0, kBytes);
+  };
+  raw_d2h(device.raw());
+  verify("raw ToHostBuffer");
+  ok_or_throw(device.to_host(dst_span), "to_host");
+  verify("Buffer::to_host");
+  ok_or_throw(pb_adopt().to_host(dst_span), "to_host");
+  verify("buffer_from_host_adopt + to_host");
+  {
+    PJRT_Buffer* b = raw_h2d_copy();
+    raw_d2h(b);
+    raw_buffer_destroy(api, b);
+    verify("raw BufferFromHostBuffer + ToHostBuffer");
+  }
+
   enum V {
     kMemcpy, kRawH2D, kPbH2D, kRawZero, kPbAdopt, kRawD2H, kPbD2H,
     kMemcpy2, kRawRt, kPbRt, kRawRtZero, kPbRtAdopt, kFresh, kCount

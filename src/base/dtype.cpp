@@ -70,7 +70,7 @@ const std::vector<DType>& all_dtypes() {
   return all;
 }
 
-std::optional<size_t> element_count(const std::vector<int64_t>& dims) {
+std::optional<size_t> element_count(std::span<const int64_t> dims) {
   size_t n = 1;
   for (int64_t d : dims) {
     if (d < 0) return std::nullopt;

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,7 +48,7 @@ const std::vector<DType>& all_dtypes();
 
 // Number of elements of an array with these dimensions (1 for rank 0). nullopt on a negative
 // dimension or overflow of size_t.
-std::optional<size_t> element_count(const std::vector<int64_t>& dims);
+std::optional<size_t> element_count(std::span<const int64_t> dims);
 
 // "f32[4,8]"
 std::string shape_string(DType t, const std::vector<int64_t>& dims);

@@ -119,12 +119,12 @@ std::string Client::label() const { return plugin_->path().filename().string() +
 
 Status Client::check_array(size_t bytes, DType dtype, std::span<const int64_t> dims, int device_index) const {
   if (dtype_size(dtype) == 0) return invalid_argument("unsupported dtype " + dtype_name(dtype));
-  std::vector<int64_t> d(dims.begin(), dims.end());
-  auto count = element_count(d);
-  if (!count) return invalid_argument("invalid dimensions " + shape_string(dtype, d) + ": negative or too large");
+  auto shown = [&] { return shape_string(dtype, std::vector<int64_t>(dims.begin(), dims.end())); };
+  auto count = element_count(dims);
+  if (!count) return invalid_argument("invalid dimensions " + shown() + ": negative or too large");
   if (*count * dtype_size(dtype) != bytes)
-    return invalid_argument(shape_string(dtype, d) + " needs " + std::to_string(*count * dtype_size(dtype)) +
-                            " bytes, " + std::to_string(bytes) + " given");
+    return invalid_argument(shown() + " needs " + std::to_string(*count * dtype_size(dtype)) + " bytes, " +
+                            std::to_string(bytes) + " given");
   if (device_index < 0 || static_cast<size_t>(device_index) >= device_handles_.size())
     return invalid_argument("device index " + std::to_string(device_index) + " out of range: " + label() + " has " +
                             std::to_string(device_handles_.size()) + " device(s)");
@@ -170,8 +170,8 @@ Expected<Buffer> Client::buffer_from_host_adopt(std::span<const std::byte> data,
   // last user of the device buffer (this one, or an output aliasing it) is gone.
   Event done(&api, args.done_with_host_buffer);
   if (!done.empty()) {
-    auto held = std::make_shared<std::shared_ptr<const void>>(std::move(keep_alive));
-    if (auto registered = done.on_ready([held](Status) { held->reset(); }); !registered) {
+    if (auto registered = done.on_ready([keep = std::move(keep_alive)](Status) mutable { keep.reset(); });
+        !registered) {
       buffer.reset();  // release the device buffer before the memory under it
       return std::unexpected(std::move(registered).error());
     }

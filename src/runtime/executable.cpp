@@ -95,16 +95,17 @@ Status Executable::check_args(std::span<Buffer* const> args, const ExecuteOption
                             std::to_string(args.size()) + " given");
   for (size_t i = 0; i < args.size(); ++i) {
     const Buffer* b = args[i];
-    const std::string which = "argument " + std::to_string(i) + " of " + name_;
-    if (!b) return invalid_argument(which + " is null");
-    if (!b->valid()) return invalid_argument(which + " is an empty buffer (moved from, or donated to an earlier execution)");
+    // Built only when refusing: this loop runs on every execute.
+    auto which = [&] { return "argument " + std::to_string(i) + " of " + name_; };
+    if (!b) return invalid_argument(which() + " is null");
+    if (!b->valid()) return invalid_argument(which() + " is an empty buffer (moved from, or donated to an earlier execution)");
     if (b->client().get() != client_.get())
-      return invalid_argument(which + " belongs to another client (" + b->client()->label() + "), not " + client_->label());
+      return invalid_argument(which() + " belongs to another client (" + b->client()->label() + "), not " + client_->label());
     if (b->device_index() != 0)
-      return invalid_argument(which + " is on device " + std::to_string(b->device_index()) +
+      return invalid_argument(which() + " is on device " + std::to_string(b->device_index()) +
                               "; the program runs on device 0");
     if (signature_.parameters_known && (b->dtype() != params[i].dtype || !(params[i].dims == b->dims())))
-      return invalid_argument(which + ": expected " + params[i].to_string() + ", given " + b->shape_string());
+      return invalid_argument(which() + ": expected " + params[i].to_string() + ", given " + b->shape_string());
   }
   for (int d : options.donate) {
     if (d < 0 || static_cast<size_t>(d) >= args.size())
@@ -161,7 +162,8 @@ Expected<Execution> Executable::execute_async(std::span<Buffer* const> args, con
   exec.num_args = args.size();
   exec.output_lists = output_lists;
   exec.device_complete_events = complete;
-  PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_LoadedExecutable_Execute, exec), "executing " + name_));
+  if (auto st = PB_PJRT_CALL(api, PJRT_LoadedExecutable_Execute, exec); !st)
+    return std::unexpected(std::move(st).error().annotate("executing " + name_));
 
   Execution result;
   result.done = Event(&api, complete[0]);
@@ -176,7 +178,7 @@ Expected<Execution> Executable::execute_async(std::span<Buffer* const> args, con
 
 Expected<std::vector<Buffer>> Executable::execute(std::span<Buffer* const> args, const ExecuteOptions& options) const {
   PB_ASSIGN_OR_RETURN(Execution run, execute_async(args, options));
-  PB_RETURN_IF_ERROR(annotate(run.done.await(), "executing " + name_));
+  if (auto st = run.done.await(); !st) return std::unexpected(std::move(st).error().annotate("executing " + name_));
   return std::move(run.outputs);
 }
 
