@@ -167,6 +167,18 @@ TEST_P(CpuClientTest, BuffersOutliveTheirClientHandle) {
 INSTANTIATE_TEST_SUITE_P(CpuPlugins, CpuClientTest, ::testing::ValuesIn(cpu_plugins()),
                          [](const auto& info) { return info.param.name; });
 
+TEST(FaultPluginClientTest, ApiTooSmallForAFunctionIsRefusedBeforeCallingIt) {
+  // The table ends before PJRT_Client_Create: the guard must refuse the call, not read past the end.
+  auto plugin = load_plugin(PLUGBOARD_FIXTURE_FAULT_SMALL_API);
+  PB_ASSERT_OK(plugin);
+  auto client = Client::create(*plugin);
+  ASSERT_FALSE(client);
+  EXPECT_EQ(client.error().code(), Code::kUnimplemented);
+  const std::string m = client.error().message();
+  EXPECT_NE(m.find("is too small to hold PJRT_Client_Create"), std::string::npos) << m;
+  EXPECT_NE(m.find("fault_small_api"), std::string::npos) << m;
+}
+
 TEST(CudaClientTest, NoGpuComesBackAsAnErrorValueAndTheProcessGoesOn) {
   auto plugin = load_plugin(testing::cuda_plugin().path);
   PB_ASSERT_OK(plugin);

@@ -131,5 +131,42 @@ TEST(PluginTest, NullApiIsRefused) {
   EXPECT_EQ(again.error().message(), r.error().message());
 }
 
+// The fault-injection plugin: what no real plugin does on demand.
+
+TEST(FaultPluginTest, WellFormedFaultPluginLoads) {
+  auto r = load_plugin(PLUGBOARD_FIXTURE_FAULT_WELL_FORMED);
+  PB_ASSERT_OK(r);
+  EXPECT_EQ((*r)->string_attribute("fault_mode"), "plugboard test fixture");
+  EXPECT_TRUE((*r)->extensions().empty());
+}
+
+TEST(FaultPluginTest, WrongMajorVersionIsRefusedNamingBothVersions) {
+  auto r = load_plugin(PLUGBOARD_FIXTURE_FAULT_WRONG_MAJOR);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), Code::kFailedPrecondition);
+  const std::string m = r.error().message();
+  EXPECT_NE(m.find("has PJRT API version 1.81, a different major version"), std::string::npos) << m;
+  EXPECT_NE(m.find("plugboard supports PJRT API 0." + std::to_string(kMinPjrtMinor)), std::string::npos) << m;
+  EXPECT_NE(m.find("fault_wrong_major"), std::string::npos) << m;
+}
+
+TEST(FaultPluginTest, TooOldMinorVersionIsRefused) {
+  auto r = load_plugin(PLUGBOARD_FIXTURE_FAULT_OLD_MINOR);
+  ASSERT_FALSE(r);
+  const std::string m = r.error().message();
+  EXPECT_NE(m.find("has PJRT API version 0.3, too old"), std::string::npos) << m;
+  EXPECT_NE(m.find("built against 0.81"), std::string::npos) << m;
+}
+
+TEST(FaultPluginTest, InitializeErrorCarriesThePluginsCodeAndMessage) {
+  auto r = load_plugin(PLUGBOARD_FIXTURE_FAULT_INIT_ERROR);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), Code::kInternal);
+  EXPECT_EQ(r.error().message(), "fault plugin: PJRT_Plugin_Initialize fails on purpose");
+  const std::string text = r.error().to_string();
+  EXPECT_NE(text.find("initializing "), std::string::npos) << text;
+  EXPECT_NE(text.find("PJRT_Plugin_Initialize in "), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace plugboard
