@@ -13,16 +13,8 @@ namespace plugboard {
 namespace {
 
 using testing::cpu_plugins;
+using testing::make_client;
 using testing::RealPlugin;
-
-std::shared_ptr<Client> make_client(const std::filesystem::path& path) {
-  auto plugin = load_plugin(path);
-  EXPECT_TRUE(plugin) << plugin.error().to_string();
-  if (!plugin) return nullptr;
-  auto client = Client::create(*plugin);
-  EXPECT_TRUE(client) << client.error().to_string();
-  return client ? *client : nullptr;
-}
 
 std::shared_ptr<Executable> compile_text(const Client& client, std::string text) {
   auto program = Program::from_bytes(std::move(text), "test.mlir");

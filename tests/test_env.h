@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/client.h"
+
 namespace plugboard::testing {
 
 struct RealPlugin {
@@ -35,6 +37,16 @@ inline const std::vector<RealPlugin>& cpu_plugins() {
 }
 
 inline RealPlugin cuda_plugin() { return {"cuda13_116", deps_dir() / "files/cuda13_116/xla_cuda_plugin.so", 116}; }
+
+// A client of the plugin at `path`; a failure fails the calling test (and returns null).
+inline std::shared_ptr<Client> make_client(const std::filesystem::path& path) {
+  auto plugin = load_plugin(path);
+  EXPECT_TRUE(plugin) << plugin.error().to_string();
+  if (!plugin) return nullptr;
+  auto client = Client::create(*plugin);
+  EXPECT_TRUE(client) << client.error().to_string();
+  return client ? *client : nullptr;
+}
 
 // A program as MLIR text, for tests that need one of their own.
 inline constexpr const char* kAddF32x4 = R"mlir(
