@@ -131,8 +131,8 @@ Status Client::check_array(size_t bytes, DType dtype, std::span<const int64_t> d
   return ok();
 }
 
-Expected<Buffer> Client::buffer_from_host(std::span<const std::byte> data, DType dtype, std::span<const int64_t> dims,
-                                          int device_index) const {
+Expected<Buffer> Client::transfer(std::span<const std::byte> data, DType dtype, std::span<const int64_t> dims,
+                                  int device_index, int semantics, Event& done) const {
   PB_RETURN_IF_ERROR(check_array(data.size(), dtype, dims, device_index));
   const abi::Api& api = plugin_->api();
   auto args = PB_PJRT_ARGS(PJRT_Client_BufferFromHostBuffer_Args);
@@ -141,34 +141,31 @@ Expected<Buffer> Client::buffer_from_host(std::span<const std::byte> data, DType
   args.type = abi::to_pjrt(dtype);
   args.dims = dims.data();
   args.num_dims = dims.size();
-  args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
+  args.host_buffer_semantics = static_cast<PJRT_HostBufferSemantics>(semantics);
   args.device = device_handles_[static_cast<size_t>(device_index)];
   PB_RETURN_IF_ERROR(PB_PJRT_CALL(api, PJRT_Client_BufferFromHostBuffer, args));
-  Buffer buffer(shared_from_this(), args.buffer, dtype, Dims(dims), device_index);
+  done = Event(&api, args.done_with_host_buffer);
+  return Buffer(shared_from_this(), args.buffer, dtype, Dims(dims), device_index);
+}
+
+Expected<Buffer> Client::buffer_from_host(std::span<const std::byte> data, DType dtype, std::span<const int64_t> dims,
+                                          int device_index) const {
   // With kImmutableOnlyDuringCall the plugin is done with `data` on return; the event is only freed.
-  Event done(&api, args.done_with_host_buffer);
-  return buffer;
+  Event done;
+  return transfer(data, dtype, dims, device_index, PJRT_HostBufferSemantics_kImmutableOnlyDuringCall, done);
 }
 
 Expected<Buffer> Client::buffer_from_host_adopt(std::span<const std::byte> data, std::shared_ptr<const void> keep_alive,
                                                 DType dtype, std::span<const int64_t> dims, int device_index) const {
-  PB_RETURN_IF_ERROR(check_array(data.size(), dtype, dims, device_index));
-  const abi::Api& api = plugin_->api();
-  const bool aligned = reinterpret_cast<uintptr_t>(data.data()) % 64 == 0;
-  auto args = PB_PJRT_ARGS(PJRT_Client_BufferFromHostBuffer_Args);
-  args.client = client_;
-  args.data = data.data();
-  args.type = abi::to_pjrt(dtype);
-  args.dims = dims.data();
-  args.num_dims = dims.size();
-  args.host_buffer_semantics = platform_name_ == "cpu" && aligned ? PJRT_HostBufferSemantics_kMutableZeroCopy
-                                                                  : PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
-  args.device = device_handles_[static_cast<size_t>(device_index)];
-  PB_RETURN_IF_ERROR(PB_PJRT_CALL(api, PJRT_Client_BufferFromHostBuffer, args));
-  Buffer buffer(shared_from_this(), args.buffer, dtype, Dims(dims), device_index);
+  const bool zero_copy = platform_name_ == "cpu" && reinterpret_cast<uintptr_t>(data.data()) % 64 == 0;
+  Event done;
+  PB_ASSIGN_OR_RETURN(Buffer buffer,
+                      transfer(data, dtype, dims, device_index,
+                               zero_copy ? PJRT_HostBufferSemantics_kMutableZeroCopy
+                                         : PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes,
+                               done));
   // The memory must live until the plugin says it is done with it: for zero-copy, that is when the
   // last user of the device buffer (this one, or an output aliasing it) is gone.
-  Event done(&api, args.done_with_host_buffer);
   if (!done.empty()) {
     if (auto registered = done.on_ready([keep = std::move(keep_alive)](Status) mutable { keep.reset(); });
         !registered) {

@@ -72,6 +72,10 @@ class Client : public std::enable_shared_from_this<Client> {
  private:
   Client() = default;
   Status check_array(size_t bytes, DType dtype, std::span<const int64_t> dims, int device_index) const;
+  // PJRT_Client_BufferFromHostBuffer with the given PJRT_HostBufferSemantics; `done` receives the
+  // done-with-host-buffer event.
+  Expected<Buffer> transfer(std::span<const std::byte> data, DType dtype, std::span<const int64_t> dims,
+                            int device_index, int semantics, Event& done) const;
 
   std::shared_ptr<const Plugin> plugin_;
   PJRT_Client* client_ = nullptr;

@@ -1,5 +1,7 @@
 #include "runtime/program.h"
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -50,7 +52,11 @@ Expected<Program> Program::from_file(const std::filesystem::path& path) {
   if (!std::filesystem::is_regular_file(path, ec))
     return make_error(Code::kNotFound, "program file " + path.string() + " does not exist or is not a file");
   std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(Code::kPermissionDenied, "cannot open program file " + path.string());
+  if (!in) {
+    const int err = errno;
+    return make_error(err == EACCES ? Code::kPermissionDenied : Code::kUnavailable,
+                      "cannot open program file " + path.string() + ": " + std::strerror(err));
+  }
   std::ostringstream content;
   content << in.rdbuf();
   return from_bytes(std::move(content).str(), path.string());
