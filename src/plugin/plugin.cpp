@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -141,7 +142,11 @@ namespace {
 struct Table {
   std::mutex mu;
   // Keyed by (device, inode): the same file reached through two paths is one plugin.
-  std::map<std::pair<dev_t, ino_t>, Expected<std::shared_ptr<const Plugin>>> by_file;
+  struct Outcome {
+    Expected<std::shared_ptr<const Plugin>> plugin;
+    LoadStep failed_step;
+  };
+  std::map<std::pair<dev_t, ino_t>, Outcome> by_file;
   std::vector<std::shared_ptr<const Plugin>> in_order;
 };
 
@@ -152,7 +157,15 @@ Table& table() {
 
 }  // namespace
 
-Expected<std::shared_ptr<const Plugin>> load_plugin(const std::filesystem::path& requested) {
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+}  // namespace
+
+LoadTrace load_plugin_traced(const std::filesystem::path& requested) {
+  LoadTrace trace;
   const std::string shown = requested.string();
   struct stat st {};
   if (::stat(requested.c_str(), &st) != 0) {
@@ -160,16 +173,27 @@ Expected<std::shared_ptr<const Plugin>> load_plugin(const std::filesystem::path&
     Code code = err == ENOENT || err == ENOTDIR ? Code::kNotFound
                 : err == EACCES                 ? Code::kPermissionDenied
                                                 : Code::kInvalidArgument;
-    return make_error(code, "plugin file " + shown + ": " + std::strerror(err));
+    trace.plugin = make_error(code, "plugin file " + shown + ": " + std::strerror(err));
+    return trace;
   }
-  if (!S_ISREG(st.st_mode)) return invalid_argument("plugin path " + shown + " is not a regular file");
+  if (!S_ISREG(st.st_mode)) {
+    trace.plugin = invalid_argument("plugin path " + shown + " is not a regular file");
+    return trace;
+  }
 
   Table& t = table();
   std::lock_guard lock(t.mu);
   const auto key = std::make_pair(st.st_dev, st.st_ino);
-  if (auto it = t.by_file.find(key); it != t.by_file.end()) return it->second;
+  if (auto it = t.by_file.find(key); it != t.by_file.end()) {
+    trace.plugin = it->second.plugin;
+    trace.failed_step = it->second.failed_step;
+    trace.remembered = true;
+    return trace;
+  }
 
-  auto attempt = [&]() -> Expected<std::shared_ptr<const Plugin>> {
+  auto t0 = Clock::now();
+  std::shared_ptr<Plugin> plugin;
+  auto open = [&]() -> Status {
     std::error_code ec;
     std::filesystem::path canonical = std::filesystem::canonical(requested, ec);
     if (ec) canonical = std::filesystem::absolute(requested);
@@ -196,13 +220,15 @@ Expected<std::shared_ptr<const Plugin>> load_plugin(const std::filesystem::path&
                         label + ": PJRT_Api struct_size " + std::to_string(raw->struct_size) +
                             " is too small to hold its version (needs " + std::to_string(kVersionEnd) + ")");
 
-    std::shared_ptr<Plugin> plugin(new Plugin());
+    plugin.reset(new Plugin());
     plugin->path_ = canonical;
     plugin->api_ = std::make_unique<abi::Api>(raw, label);
     plugin->version_ = {raw->pjrt_api_version.major_version, raw->pjrt_api_version.minor_version};
+    return check_version(*plugin->api_, plugin->version_);
+  };
+  auto initialize = [&]() -> Status {
     const abi::Api& api = *plugin->api_;
-    PB_RETURN_IF_ERROR(check_version(api, plugin->version_));
-
+    const std::string& label = api.label();
     if (PB_PJRT_HAS(api, PJRT_Plugin_Initialize)) {
       auto init = PB_PJRT_ARGS(PJRT_Plugin_Initialize_Args);
       PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Plugin_Initialize, init), "initializing " + label));
@@ -215,19 +241,37 @@ Expected<std::shared_ptr<const Plugin>> load_plugin(const std::filesystem::path&
         plugin->attributes_.push_back(copy_named_value(attrs.attributes[i]));
     }
     // The extension chain; bounded, so a corrupt (cyclic) chain cannot hang the loader.
-    const PJRT_Extension_Base* ext = raw->extension_start;
-    for (int n = 0; ext && n < 64; ++n, ext = ext->next)
-      {
+    const PJRT_Extension_Base* ext = api.raw()->extension_start;
+    for (int n = 0; ext && n < 64; ++n, ext = ext->next) {
       const int type = abi::enum_value(ext->type);
       plugin->extensions_.push_back({type, ext->struct_size, extension_name(type)});
     }
-    return std::shared_ptr<const Plugin>(std::move(plugin));
+    return ok();
   };
 
-  auto result = attempt();
-  if (result) t.in_order.push_back(*result);
-  t.by_file.emplace(key, result);
-  return result;
+  if (Status opened = open(); !opened) {
+    trace.plugin = std::unexpected(std::move(opened).error());
+    trace.failed_step = LoadStep::kLoad;
+    trace.load_ms = ms_since(t0);
+  } else {
+    trace.load_ms = ms_since(t0);
+    auto t1 = Clock::now();
+    Status initialized = initialize();
+    trace.initialize_ms = ms_since(t1);
+    if (!initialized) {
+      trace.plugin = std::unexpected(std::move(initialized).error());
+      trace.failed_step = LoadStep::kInitialize;
+    } else {
+      trace.plugin = std::shared_ptr<const Plugin>(std::move(plugin));
+    }
+  }
+  if (trace.plugin) t.in_order.push_back(*trace.plugin);
+  t.by_file.emplace(key, Table::Outcome{trace.plugin, trace.failed_step});
+  return trace;
+}
+
+Expected<std::shared_ptr<const Plugin>> load_plugin(const std::filesystem::path& path) {
+  return load_plugin_traced(path).plugin;
 }
 
 std::vector<std::shared_ptr<const Plugin>> loaded_plugins() {

@@ -48,6 +48,8 @@ struct ExtensionInfo {
   std::string name;        // "FFI", "Layouts", ... ("type N" for one plugboard does not know)
 };
 
+struct LoadTrace;
+
 class Plugin {
  public:
   ~Plugin();
@@ -72,7 +74,7 @@ class Plugin {
   const abi::Api& api() const { return *api_; }
 
  private:
-  friend Expected<std::shared_ptr<const Plugin>> load_plugin(const std::filesystem::path& path);
+  friend LoadTrace load_plugin_traced(const std::filesystem::path& path);
   Plugin() = default;
 
   std::filesystem::path path_;
@@ -89,6 +91,16 @@ class Plugin {
 // FAILED_PRECONDITION (dlopen failed, with dlerror; no GetPjrtApi; null API; unsupported version),
 // or the plugin's own error from PJRT_Plugin_Initialize.
 Expected<std::shared_ptr<const Plugin>> load_plugin(const std::filesystem::path& path);
+
+// The same load, traced for the selection report: which step failed, and how long each step took.
+enum class LoadStep { kLoad, kInitialize };  // dlopen..version check | Initialize, attributes, extensions
+struct LoadTrace {
+  Expected<std::shared_ptr<const Plugin>> plugin = make_error(Code::kInternal, "not attempted");
+  LoadStep failed_step = LoadStep::kLoad;  // meaningful when !plugin
+  double load_ms = 0, initialize_ms = 0;   // 0 when the outcome came from an earlier attempt
+  bool remembered = false;                 // the file was tried before in this process
+};
+LoadTrace load_plugin_traced(const std::filesystem::path& path);
 
 // Every plugin loaded successfully so far in this process, in load order.
 std::vector<std::shared_ptr<const Plugin>> loaded_plugins();

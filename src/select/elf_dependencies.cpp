@@ -227,4 +227,13 @@ Expected<DependencyReport> resolve_dependencies(const std::filesystem::path& pat
   return report;
 }
 
+std::optional<std::filesystem::path> find_system_library(const std::string& soname, const ResolveOptions& options) {
+  std::vector<std::string> dirs = split_paths(options.ld_library_path);
+  read_ld_so_conf(options.ld_so_conf, dirs);
+  for (const auto& d : options.default_dirs) dirs.push_back(d.string());
+  for (const auto& dir : dirs)
+    if (std::filesystem::path p = std::filesystem::path(dir) / soname; is_elf_file(p)) return p;
+  return std::nullopt;
+}
+
 }  // namespace plugboard::select

@@ -54,4 +54,8 @@ struct ResolveOptions {
 // cannot be read as an ELF file; a dependency that cannot be found or read is reported, not an error.
 Expected<DependencyReport> resolve_dependencies(const std::filesystem::path& path, const ResolveOptions& options = {});
 
+// Where the loader would find `soname` through LD_LIBRARY_PATH and the system's folders alone (no
+// RPATH of any object): how a driver library such as libcuda.so.1 is found. nullopt: nowhere.
+std::optional<std::filesystem::path> find_system_library(const std::string& soname, const ResolveOptions& options = {});
+
 }  // namespace plugboard::select

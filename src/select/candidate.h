@@ -1,0 +1,37 @@
+// A candidate for the boot-time choice: one plugin file that could serve a target, where it came from,
+// what it is expected to be (size, sha256) and how to probe for its devices without loading it.
+// Candidates are plain values made by discovery (src/bundle) and judged by selection (select.h).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "plugin/plugin.h"
+
+namespace plugboard::select {
+
+// Which device probe rules a candidate in or out before it is loaded (see probe.h).
+enum class ProbeKind { kNone, kCuda, kRocm, kTpu };
+std::string probe_kind_name(ProbeKind kind);  // "none", "cuda", "rocm", "tpu"
+Expected<ProbeKind> parse_probe_kind(std::string_view name);
+
+struct Candidate {
+  std::string name;      // the target's name: "cpu", "cuda13", "rocm7"
+  std::string platform;  // "cpu", "cuda", "rocm", "tpu", "unknown"
+  std::string source;    // where discovery found it: "bundle /opt/app/plugins", "PJRT_NAMES_AND_LIBRARY_PATHS"
+  std::filesystem::path path;
+  std::optional<uint64_t> size;       // expected size and sha256; unset: nothing to verify against
+  std::optional<std::string> sha256;
+  ProbeKind probe = ProbeKind::kNone;
+  int priority = 0;  // higher first when no explicit order is given
+  std::vector<NamedValue> create_options;
+  // Set when discovery already knows this candidate cannot be used (e.g. its manifest entry names a
+  // file outside the bundle): it then fails at the "found" stage with this reason.
+  std::optional<Error> problem;
+};
+
+}  // namespace plugboard::select

@@ -1,0 +1,177 @@
+#include "select/select.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <sstream>
+
+#include "select/policy.h"
+
+namespace plugboard::select {
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+std::optional<std::string> env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::optional<std::string>(v) : std::nullopt;
+}
+
+bool env_flag(const char* name, bool fallback) {
+  auto v = env(name);
+  if (!v) return fallback;
+  return !(*v == "0" || *v == "false" || *v == "no" || *v == "off" || v->empty());
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) {
+    while (!item.empty() && item.front() == ' ') item.erase(0, 1);
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+// The stages before loading: found, verified, probed, dependencies. False when one failed.
+bool check_before_loading(CandidateReport& r, const SelectOptions& options) {
+  const Candidate& c = r.candidate;
+  auto fail = [&](Stage stage, double ms, Error e) {
+    r.stages.push_back({stage, false, ms, ""});
+    r.failed_stage = stage;
+    r.error = std::move(e);
+    r.verdict = Verdict::kFailed;
+    return false;
+  };
+  auto t0 = Clock::now();
+  if (c.problem) return fail(Stage::kFound, ms_since(t0), *c.problem);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(c.path, ec))
+    return fail(Stage::kFound, ms_since(t0),
+                Error(Code::kNotFound, "plugin file " + c.path.string() + " does not exist (from " + c.source + ")"));
+  r.stages.push_back({Stage::kFound, true, ms_since(t0), ""});
+
+  t0 = Clock::now();
+  auto verified = verify_candidate(c, options.verify);
+  if (!verified) return fail(Stage::kVerified, ms_since(t0), verified.error());
+  r.stages.push_back({Stage::kVerified, true, ms_since(t0), verified->detail});
+
+  t0 = Clock::now();
+  if (!options.probes) {
+    r.stages.push_back({Stage::kProbed, true, 0, "probes off"});
+  } else {
+    ProbeResult p = probe(c.probe, options.probe_env);
+    if (!p.available)
+      return fail(Stage::kProbed, ms_since(t0),
+                  Error(Code::kUnavailable, probe_kind_name(c.probe) + " probe: " + p.reason));
+    r.stages.push_back({Stage::kProbed, true, ms_since(t0), p.reason});
+  }
+
+  t0 = Clock::now();
+  if (!options.dependencies) {
+    r.stages.push_back({Stage::kDependencies, true, 0, "dependency check off"});
+    return true;
+  }
+  auto deps = resolve_dependencies(c.path, options.probe_env.resolve);
+  if (!deps) return fail(Stage::kDependencies, ms_since(t0), deps.error());
+  if (auto missing = deps->missing(); !missing.empty())
+    return fail(Stage::kDependencies, ms_since(t0),
+                Error(Code::kFailedPrecondition, c.path.filename().string() + " needs " + std::to_string(missing.size()) +
+                                                     " librar" + (missing.size() == 1 ? "y" : "ies") +
+                                                     " the loader cannot find: " + deps->missing_summary()));
+  r.stages.push_back({Stage::kDependencies, true, ms_since(t0),
+                      std::to_string(deps->dependencies.size()) + " libraries resolved"});
+  return true;
+}
+
+void absorb(CandidateReport& r, StartOutcome&& s) {
+  for (auto& st : s.stages) r.stages.push_back(std::move(st));
+  if (s.failed_stage) {
+    r.failed_stage = s.failed_stage;
+    r.error = std::move(s.error);
+    r.verdict = Verdict::kFailed;
+  }
+}
+
+}  // namespace
+
+SelectOptions options_from_environment(SelectOptions base) {
+  if (!base.target && base.preference.empty()) {
+    if (auto t = env("PLUGBOARD_TARGET"); t && !t->empty()) {
+      base.target = *t;
+      base.policy_source = "PLUGBOARD_TARGET";
+    } else if (auto list = env("PLUGBOARD_TARGETS"); list && !list->empty()) {
+      base.preference = split_list(*list);
+      base.policy_source = "PLUGBOARD_TARGETS";
+    }
+  }
+  base.probes = env_flag("PLUGBOARD_PROBES", base.probes);
+  base.isolate = env_flag("PLUGBOARD_ISOLATE", base.isolate);
+  base.verify.rehash = env_flag("PLUGBOARD_REHASH", base.verify.rehash);
+  return base;
+}
+
+Status Selection::status() const {
+  if (client) return ok();
+  std::string msg = "no target could start (" + report.policy + ")";
+  if (std::string why = report.reasons(); !why.empty()) msg += ":\n" + why;
+  while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+  // An explicit target's own failure code says the most; otherwise UNAVAILABLE.
+  Code code = Code::kUnavailable;
+  for (const auto& c : report.candidates)
+    if (c.verdict == Verdict::kFailed && c.error && report.candidates.size() == 1) code = c.error->code();
+  return make_error(code, msg);
+}
+
+Selection select_target(const std::vector<Candidate>& candidates, const SelectOptions& options) {
+  Selection sel;
+  Ordering order = order_candidates(candidates, options.target, options.preference, options.policy_source);
+  sel.report.policy = order.policy;
+  for (size_t i : order.to_try) sel.report.candidates.push_back({candidates[i]});
+  for (auto& [i, why] : order.excluded) {
+    CandidateReport r{candidates[i]};
+    r.verdict = Verdict::kExcluded;
+    r.excluded_because = why;
+    sel.report.candidates.push_back(std::move(r));
+  }
+  if (order.problem) {
+    CandidateReport r{Candidate{options.target.value_or("(none)"), "", "policy", {}, {}, {}, ProbeKind::kNone, 0, {}, {}}};
+    r.verdict = Verdict::kFailed;
+    r.failed_stage = Stage::kFound;
+    r.error = *order.problem;
+    r.stages.push_back({Stage::kFound, false, 0, ""});
+    sel.report.candidates.insert(sel.report.candidates.begin(), std::move(r));
+    return sel;
+  }
+
+  for (size_t k = 0; k < order.to_try.size(); ++k) {
+    CandidateReport& r = sel.report.candidates[k];
+    if (sel.client && !options.examine_all) break;  // the rest stay "not tried"
+    if (!check_before_loading(r, options)) continue;
+    if (options.isolate || options.examine_all) {
+      r.isolated = true;
+      StartOutcome child = start_isolated(r.candidate, options.isolation);
+      const bool passed = !child.failed_stage;
+      absorb(r, std::move(child));
+      if (!passed) continue;
+      if (options.examine_all) {
+        r.verdict = sel.report.chosen ? Verdict::kUsable : Verdict::kChosen;
+        if (!sel.report.chosen) sel.report.chosen = k;
+        continue;
+      }
+      // The child got through: start it here for real (its stage times replace the child's).
+      std::erase_if(r.stages, [](const StageResult& s) { return s.stage >= Stage::kLoaded; });
+    }
+    StartOutcome here = start_in_process(r.candidate);
+    std::shared_ptr<Client> client = here.client;
+    absorb(r, std::move(here));
+    if (!client) continue;
+    r.stages.push_back({Stage::kChosen, true, 0, ""});
+    r.verdict = Verdict::kChosen;
+    sel.report.chosen = k;
+    sel.client = std::move(client);
+  }
+  return sel;
+}
+
+}  // namespace plugboard::select

@@ -1,0 +1,49 @@
+// The boot-time choice: candidates in, one started client and a report out.
+//
+// Policy (policy.h): an explicit target (PLUGBOARD_TARGET) is the only one tried, and its failure is
+// the boot's failure; an ordered preference (PLUGBOARD_TARGETS=cuda13,rocm7,cpu) is tried in order with
+// fallback; with neither, every candidate by priority (accelerators before CPU). Each candidate goes
+// through found → verified → probed → dependencies → loaded → initialized → client → devices; the
+// first stage that fails is its reason; the first candidate to pass them all is chosen.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/client.h"
+#include "select/isolate.h"
+#include "select/probe.h"
+#include "select/report.h"
+#include "select/verify.h"
+
+namespace plugboard::select {
+
+struct SelectOptions {
+  std::optional<std::string> target;   // explicit: that one or fail
+  std::vector<std::string> preference;  // ordered fallback; empty = by priority
+  std::string policy_source;            // where target/preference came from, for the report ("PLUGBOARD_TARGET")
+  bool probes = true;                   // false: skip the probed stage (it passes, saying so)
+  bool dependencies = true;             // false: skip the ELF dependency stage
+  VerifyOptions verify{default_stamp_dir(), false};
+  ProbeEnvironment probe_env = ProbeEnvironment::from_process();
+  bool isolate = false;                 // run the load/create stages in a child first
+  IsolationOptions isolation;
+  bool examine_all = false;             // doctor: run every candidate through every stage, start none here
+};
+
+// PLUGBOARD_TARGET, PLUGBOARD_TARGETS, PLUGBOARD_PROBES=0, PLUGBOARD_ISOLATE=1, PLUGBOARD_REHASH=1 read
+// into options (what the caller set explicitly wins: pass it in `base`).
+SelectOptions options_from_environment(SelectOptions base = {});
+
+struct Selection {
+  BootReport report;
+  std::shared_ptr<Client> client;  // null when nothing could start (or examine_all)
+  // The boot's failure, with the report's reasons in it; ok() when a client was started.
+  Status status() const;
+};
+
+Selection select_target(const std::vector<Candidate>& candidates, const SelectOptions& options);
+
+}  // namespace plugboard::select

@@ -1,0 +1,31 @@
+// The "verified" stage: a candidate's file has the size and sha256 its manifest says. Hashing a
+// 400 MB plugin takes seconds, far more than loading it, so a successful check is remembered in a stamp
+// keyed by the file's path, size, mtime and inode (under the stamp folder); a boot reuses it, and a
+// full re-hash happens on request or when any of those changed.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "base/status.h"
+#include "select/candidate.h"
+
+namespace plugboard::select {
+
+struct VerifyOptions {
+  std::filesystem::path stamp_dir;  // "" = no stamps (always hash)
+  bool rehash = false;              // ignore stamps, hash again (and refresh the stamp)
+};
+
+// The stamp folder by default: $XDG_CACHE_HOME/plugboard/stamps (or ~/.cache/plugboard/stamps).
+std::filesystem::path default_stamp_dir();
+
+struct Verified {
+  bool hashed = false;  // false: the stamp vouched for it, or there was nothing to verify
+  std::string detail;   // "sha256 matches (stamp)", "no checksum to verify (from PJRT_NAMES_AND_LIBRARY_PATHS)"
+};
+
+// DATA_LOSS naming the file, the expected and the actual value when the size or sha256 differ.
+Expected<Verified> verify_candidate(const Candidate& candidate, const VerifyOptions& options);
+
+}  // namespace plugboard::select
