@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "io/array_format.h"
 #include "io/npy.h"
+#include "bundle/boot.h"
 #include "runtime/client.h"
 
 namespace plugboard::cli {
@@ -18,6 +19,8 @@ namespace {
 struct Options {
   std::string program;
   std::string plugin;
+  std::string bundle;
+  std::string target;
   std::vector<std::string> inputs;
   std::string output_dir;
   std::vector<std::string> xla_options;
@@ -39,8 +42,28 @@ std::optional<DType> raw_bits_dtype(const Signature& sig, size_t i) {
 }
 
 Expected<nlohmann::json> run(const Options& o) {
-  PB_ASSIGN_OR_RETURN(auto plugin, load_plugin(o.plugin));
-  PB_ASSIGN_OR_RETURN(auto client, Client::create(plugin));
+  std::shared_ptr<Client> client;
+  if (!o.plugin.empty()) {
+    PB_ASSIGN_OR_RETURN(auto loaded, load_plugin(o.plugin));
+    PB_ASSIGN_OR_RETURN(client, Client::create(loaded));
+  } else {
+    // The boot-time choice: --target, else PLUGBOARD_TARGET / PLUGBOARD_TARGETS, else priority.
+    bundle::BootOptions b;
+    if (!o.bundle.empty()) b.discovery.bundle = o.bundle;
+    select::SelectOptions base;
+    if (!o.target.empty()) {
+      base.target = o.target;
+      base.policy_source = "--target";
+    }
+    b.select = select::options_from_environment(base);
+    PB_ASSIGN_OR_RETURN(bundle::Boot booted, bundle::boot(b));
+    PB_RETURN_IF_ERROR(booted.selection.status());
+    client = booted.selection.client;
+    const auto* chosen = booted.selection.report.chosen_report();
+    std::fprintf(stderr, "plugboard: target %s chosen (%s)\n", chosen->candidate.name.c_str(),
+                 booted.selection.report.policy.c_str());
+  }
+  const Plugin* plugin = &client->plugin();
   CompileOptions options = o.plugin_defaults ? CompileOptions::plugin_defaults() : CompileOptions();
   for (const auto& x : o.xla_options) PB_RETURN_IF_ERROR(annotate(options.set_from_text(x), "--xla-option"));
 
@@ -110,7 +133,10 @@ Command add_run_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   auto* sub = app.add_subcommand("run", "compile a StableHLO program (MLIR text or bytecode) and run it on .npy inputs");
   sub->add_option("program", o->program, "program.mlir or program.mlirbc")->required();
-  sub->add_option("--plugin", o->plugin, "PJRT plugin shared library")->required();
+  auto* plugin_opt = sub->add_option("--plugin", o->plugin, "PJRT plugin shared library");
+  auto* bundle_opt = sub->add_option("--bundle", o->bundle, "a bundle folder: the target is chosen at boot");
+  sub->add_option("--target", o->target, "the bundle's target to use (fails if it cannot start)")->needs(bundle_opt);
+  plugin_opt->excludes(bundle_opt);
   sub->add_option("--input,-i", o->inputs, "input arrays (.npy), in parameter order");
   sub->add_option("--output-dir,-o", o->output_dir, "write each output as outN.npy here");
   sub->add_option("--xla-option", o->xla_options, "XLA option name=value (repeatable), e.g. xla_cpu_enable_fast_min_max=true");

@@ -13,7 +13,8 @@ int main(int argc, char** argv) {
   CLI::App app{"plugboard: load PJRT plugins and run StableHLO programs on them"};
   app.require_subcommand(1);
   const std::vector<Command> commands = {add_version_command(app), add_plugins_command(app), add_run_command(app),
-                                         add_conform_command(app)};
+                                         add_conform_command(app), add_fetch_command(app),
+                                         add_bundle_command(app), add_doctor_command(app)};
   CLI11_PARSE(app, argc, argv);
   for (const auto& c : commands)
     if (c.app->parsed()) return c.run();

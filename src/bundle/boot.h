@@ -1,0 +1,25 @@
+// The boot-time entry point, for the CLI and for bindings (the Elixir NIF): discover candidates, choose
+// one by the policy in the environment (or the options), start it, and hand back the client with the
+// report. Reports are values; nothing here keeps global state beyond the loaded-plugin table.
+#pragma once
+
+#include "bundle/discovery.h"
+#include "select/select.h"
+
+namespace plugboard::bundle {
+
+struct BootOptions {
+  DiscoveryOptions discovery;
+  select::SelectOptions select = select::options_from_environment();
+};
+
+struct Boot {
+  std::vector<std::string> notes;  // discovery's
+  select::Selection selection;
+};
+
+// Fails only when discovery itself fails (an explicit bundle that cannot be read); a boot in which no
+// target starts is a Boot whose selection.status() says why.
+Expected<Boot> boot(const BootOptions& options);
+
+}  // namespace plugboard::bundle

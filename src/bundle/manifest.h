@@ -1,0 +1,61 @@
+// A bundle: a folder holding several PJRT plugins and plugboard.json, the manifest that says, per target,
+// which file serves it and what that file must be. The manifest is read strictly: every error names the
+// field ("targets[1].file"), and a file must stay inside the bundle (no absolute path, no "..", no
+// symlink leading out).
+//
+//   {"schema": 1, "targets": [{"name": "cpu", "platform": "cpu", "file": "plugins/1a2b…/xla_cpu_pjrt.so",
+//     "size": 272629760, "sha256": "…", "pjrt_api": "0.81", "stablehlo": {"current": "1.11.0", …},
+//     "provenance": {"package": "xla-cpu-pjrt", "version": "0.0.1", "wheel": "…", "wheel_sha256": "…",
+//     "path_in_wheel": "…"}, "create_options": {}, "probe": "none", "priority": 10}]}
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "select/candidate.h"
+
+namespace plugboard::bundle {
+
+inline constexpr int kManifestSchema = 1;
+inline constexpr const char* kManifestName = "plugboard.json";
+
+struct Provenance {
+  std::string package, version, wheel, wheel_sha256, path_in_wheel;
+};
+
+struct TargetEntry {
+  std::string name;
+  std::string platform;
+  std::string file;  // relative to the bundle
+  uint64_t size = 0;
+  std::string sha256;
+  std::optional<std::string> pjrt_api;  // "0.81"; unset when the plugin could not be loaded to ask
+  std::optional<std::string> stablehlo_current, stablehlo_minimum;
+  std::optional<Provenance> provenance;
+  std::vector<NamedValue> create_options;
+  select::ProbeKind probe = select::ProbeKind::kNone;
+  int priority = 0;
+};
+
+struct Manifest {
+  int schema = kManifestSchema;
+  std::vector<TargetEntry> targets;
+};
+
+// Reads DIR/plugboard.json and checks it, including that every file resolves inside DIR.
+Expected<Manifest> read_manifest(const std::filesystem::path& bundle_dir);
+Expected<Manifest> parse_manifest(const std::string& text, const std::filesystem::path& bundle_dir);
+Status write_manifest(const std::filesystem::path& bundle_dir, const Manifest& manifest);
+
+// `relative` resolved inside `bundle_dir`, following symlinks; an error naming `field` otherwise.
+Expected<std::filesystem::path> resolve_in_bundle(const std::filesystem::path& bundle_dir, const std::string& relative,
+                                                  const std::string& field);
+
+// The manifest's targets as selection candidates (source "bundle DIR").
+std::vector<select::Candidate> bundle_candidates(const std::filesystem::path& bundle_dir, const Manifest& manifest);
+
+}  // namespace plugboard::bundle
