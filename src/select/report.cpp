@@ -54,8 +54,6 @@ std::string BootReport::reasons() const {
   for (const auto& c : candidates) {
     if (c.verdict == Verdict::kFailed && c.error && c.failed_stage)
       out += c.candidate.name + ": " + stage_name(*c.failed_stage) + ": " + c.error->to_string() + "\n";
-    else if (c.verdict == Verdict::kExcluded)
-      out += c.candidate.name + ": excluded: " + c.excluded_because + "\n";
   }
   return out;
 }

@@ -58,7 +58,7 @@ struct BootReport {
   std::string to_text() const;
   // The same as JSON (schema 1), for tools and the Elixir side.
   std::string to_json() const;
-  // One line per failed candidate: "cuda13: client: No visible GPU devices".
+  // One line per failed candidate: "cuda13: client: No visible GPU devices" (excluded ones are not listed).
   std::string reasons() const;
 };
 

@@ -79,8 +79,8 @@ Expected<Verified> verify_candidate(const Candidate& candidate, const VerifyOpti
   const std::filesystem::path& path = candidate.path;
   PB_ASSIGN_OR_RETURN(FileIdentity id, identity(path));
   if (candidate.size && *candidate.size != id.size)
-    return make_error(Code::kDataLoss, path.string() + " is " + std::to_string(id.size) + " bytes, its manifest says " +
-                                           std::to_string(*candidate.size) + ": the file was changed or truncated");
+    return make_error(Code::kDataLoss, path.string() + " is " + std::to_string(id.size) + " bytes, but " + candidate.source + " says " +
+                                           std::to_string(*candidate.size) + " (size): the file was changed or truncated");
   if (!candidate.sha256)
     return Verified{false, "no checksum to verify (from " + candidate.source + ")"};
 
@@ -90,8 +90,8 @@ Expected<Verified> verify_candidate(const Candidate& candidate, const VerifyOpti
 
   PB_ASSIGN_OR_RETURN(std::string actual, sha256_file(path));
   if (actual != *candidate.sha256)
-    return make_error(Code::kDataLoss, path.string() + " has sha256 " + actual + ", its manifest says " +
-                                           *candidate.sha256 + ": the file was changed (refusing to load it)");
+    return make_error(Code::kDataLoss, path.string() + " has sha256 " + actual + ", but " + candidate.source +
+                                           " says " + *candidate.sha256 + " (sha256): the file was changed; refusing to load it");
   // Re-read the identity: a file replaced while it was hashed must not get a stamp for the old bytes.
   PB_ASSIGN_OR_RETURN(FileIdentity after, identity(path));
   if (!options.stamp_dir.empty() && after.line(path, actual) == expected_line)

@@ -1,0 +1,202 @@
+// Bundles: writing one (identical files stored once), reading its manifest strictly (malformed and
+// hostile manifests refused, naming the field), and discovery from the environment's variables.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "base/sha256.h"
+#include "bundle/assemble.h"
+#include "bundle/discovery.h"
+#include "bundle/manifest.h"
+#include "select/verify.h"
+#include "test_env.h"
+
+namespace plugboard::bundle {
+namespace {
+
+std::filesystem::path temp_dir(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("pb_bundle_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// A small bundle of the fault plugin under two names, plus the null-API fixture.
+std::filesystem::path small_bundle(const std::string& name) {
+  auto dir = temp_dir(name);
+  std::vector<TargetSource> s(3);
+  s[0].name = "one";
+  s[0].file = PLUGBOARD_FIXTURE_FAULT_WELL_FORMED;
+  s[1].name = "two";
+  s[1].file = PLUGBOARD_FIXTURE_FAULT_WELL_FORMED;
+  s[1].create_options = {{"fault", std::string("client_error")}, {"count", int64_t{4}}};
+  s[2].name = "tpu";
+  s[2].file = PLUGBOARD_FIXTURE_NULL_API;
+  s[2].probe = select::ProbeKind::kTpu;
+  auto m = write_bundle(dir, s);
+  EXPECT_TRUE(m) << m.error().to_string();
+  return dir;
+}
+
+std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(Bundle, IdenticalFilesAreStoredOnceAndTheManifestRoundTrips) {
+  auto dir = small_bundle("roundtrip");
+  auto m = read_manifest(dir);
+  PB_ASSERT_OK(m);
+  ASSERT_EQ(m->targets.size(), 3u);
+  EXPECT_EQ(m->targets[0].file, m->targets[1].file);
+  size_t files = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir / "plugins"))
+    files += e.is_regular_file();
+  EXPECT_EQ(files, 2u);
+  EXPECT_EQ(m->targets[0].sha256, *sha256_file(PLUGBOARD_FIXTURE_FAULT_WELL_FORMED));
+  EXPECT_EQ(m->targets[0].pjrt_api.value_or(""), "0.81");
+  EXPECT_FALSE(m->targets[2].pjrt_api) << "a TPU target is never loaded to read its version";
+  ASSERT_EQ(m->targets[1].create_options.size(), 2u);
+  EXPECT_EQ(std::get<std::string>(m->targets[1].create_options[0].value), "client_error");
+  EXPECT_EQ(std::get<int64_t>(m->targets[1].create_options[1].value), 4);
+  auto cs = bundle_candidates(dir, *m);
+  ASSERT_EQ(cs.size(), 3u);
+  EXPECT_EQ(cs[2].probe, select::ProbeKind::kTpu);
+  EXPECT_TRUE(std::filesystem::exists(cs[0].path));
+  EXPECT_EQ(cs[0].sha256, m->targets[0].sha256);
+}
+
+struct BadManifest {
+  std::string name;
+  std::string edit_from, edit_to;  // a textual edit of a good manifest
+  std::string message;             // a piece of the error
+};
+
+class MalformedManifest : public ::testing::TestWithParam<BadManifest> {};
+
+TEST_P(MalformedManifest, IsRefusedNamingTheField) {
+  auto dir = small_bundle("bad_" + GetParam().name);
+  std::string text = read_text(dir / kManifestName);
+  const auto& p = GetParam();
+  if (p.edit_from.empty()) text = p.edit_to;
+  else {
+    size_t at = text.find(p.edit_from);
+    ASSERT_NE(at, std::string::npos) << p.edit_from << " in\n" << text;
+    text.replace(at, p.edit_from.size(), p.edit_to);
+  }
+  std::ofstream(dir / kManifestName) << text;
+  auto m = read_manifest(dir);
+  ASSERT_FALSE(m) << p.name;
+  EXPECT_NE(m.error().message().find(p.message), std::string::npos) << m.error().message();
+  EXPECT_NE(m.error().message().find(kManifestName), std::string::npos) << "the error names the file";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, MalformedManifest,
+    ::testing::Values(BadManifest{"NotJson", "", "{\"schema\": 1, \"targets\": [", "not valid JSON"},
+                      BadManifest{"NoSchema", "\"schema\": 1,", "", "schema"},
+                      BadManifest{"FutureSchema", "\"schema\": 1,", "\"schema\": 2,", "reads schema 1"},
+                      BadManifest{"TargetsNotList", "", "{\"schema\": 1, \"targets\": {}}", "targets is missing or not a list"},
+                      BadManifest{"NoName", "\"name\": \"one\",", "", "targets[0].name is missing"},
+                      BadManifest{"DuplicateName", "\"name\": \"two\"", "\"name\": \"one\"", "targets[1].name 'one' appears twice"},
+                      BadManifest{"BadSha", "\"sha256\": \"", "\"sha256\": \"XYZ", "targets[0].sha256"},
+                      BadManifest{"SizeNotNumber", "\"size\": ", "\"size\": \"big\", \"x\": ", "targets[0].size"},
+                      BadManifest{"AbsoluteFile", "\"file\": \"plugins/", "\"file\": \"/etc/plugins/", "targets[0].file is an absolute path"},
+                      BadManifest{"DotDotFile", "\"file\": \"plugins/", "\"file\": \"../plugins/", "targets[0].file contains '..'"},
+                      BadManifest{"BadProbe", "\"probe\": \"tpu\"", "\"probe\": \"quantum\"", "targets[2].probe"},
+                      BadManifest{"BadCreateOption", "\"count\": 4", "\"count\": {\"nested\": 1}", "targets[1].create_options"}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(Bundle, SymlinkLeadingOutIsRefused) {
+  auto dir = small_bundle("symlink");
+  auto outside = temp_dir("outside");
+  std::filesystem::copy_file(PLUGBOARD_FIXTURE_FAULT_WELL_FORMED, outside / "evil.so");
+  std::filesystem::create_directory_symlink(outside, dir / "plugins/escape");
+  std::string text = read_text(dir / kManifestName);
+  const std::string from = "\"file\": \"plugins/";
+  text.replace(text.find(from), from.size() + 16, "\"file\": \"plugins/escape");
+  size_t name_at = text.find("plugins/escape/") + std::string("plugins/escape/").size();
+  text.replace(name_at, text.find('"', name_at) - name_at, "evil.so");
+  std::ofstream(dir / kManifestName) << text;
+  auto m = read_manifest(dir);
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().message().find("targets[0].file"), std::string::npos) << m.error().message();
+  EXPECT_NE(m.error().message().find("leads outside the bundle"), std::string::npos) << m.error().message();
+}
+
+TEST(Bundle, AFileThatDisagreesWithTheManifestIsRefusedAtBoot) {
+  auto dir = small_bundle("disagree");
+  auto m = read_manifest(dir);
+  PB_ASSERT_OK(m);
+  // Replace the stored plugin by another library: same place, other bytes.
+  const auto stored = dir / m->targets[0].file;
+  std::filesystem::remove(stored);
+  std::filesystem::copy_file(PLUGBOARD_FIXTURE_NO_GET_PJRT_API, stored);
+  auto cs = bundle_candidates(dir, *m);
+  select::VerifyOptions o{"", false};
+  auto v = select::verify_candidate(cs[0], o);
+  ASSERT_FALSE(v);
+  EXPECT_EQ(v.error().code(), Code::kDataLoss);
+  EXPECT_NE(v.error().message().find("targets[0]"), std::string::npos) << v.error().message();
+}
+
+TEST(Bundle, MissingManifestNamesTheFolder) {
+  auto dir = temp_dir("empty");
+  auto m = read_manifest(dir);
+  ASSERT_FALSE(m);
+  EXPECT_EQ(m.error().code(), Code::kNotFound);
+  EXPECT_NE(m.error().message().find(dir.string()), std::string::npos);
+}
+
+TEST(Discovery, JaxNamesAndLibraryPaths) {
+  std::vector<std::string> notes;
+  auto cs = candidates_from_jax_names("cuda13:/opt/a/xla_cuda_plugin.so,garbage,cpu:/opt/b/cpu.so", notes);
+  ASSERT_EQ(cs.size(), 2u);
+  EXPECT_EQ(cs[0].name, "cuda13");
+  EXPECT_EQ(cs[0].platform, "cuda");
+  EXPECT_EQ(cs[0].probe, select::ProbeKind::kCuda);
+  EXPECT_EQ(cs[1].path, "/opt/b/cpu.so");
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("garbage"), std::string::npos);
+}
+
+TEST(Discovery, PluginPathHoldsPluginsAndBundles) {
+  auto root = temp_dir("plugin_path");
+  std::filesystem::create_directories(root / "loose");
+  std::filesystem::copy_file(PLUGBOARD_FIXTURE_FAULT_WELL_FORMED, root / "loose/libpjrt_cpu_test.so");
+  auto b = small_bundle("in_path");
+  std::filesystem::rename(b, root / "loose/mybundle");
+  std::vector<std::string> notes;
+  auto cs = candidates_from_plugin_path((root / "loose").string() + ":/nonexistent", notes);
+  ASSERT_EQ(cs.size(), 4u);  // three from the bundle, one loose plugin
+  EXPECT_EQ(cs[3].name, "pjrt_cpu_test");
+  EXPECT_EQ(cs[3].platform, "cpu");
+  EXPECT_NE(cs[0].source.find("mybundle"), std::string::npos);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("/nonexistent"), std::string::npos);
+
+  ::setenv("PLUGBOARD_PLUGIN_PATH", (root / "loose").string().c_str(), 1);
+  ::setenv("PJRT_NAMES_AND_LIBRARY_PATHS", "rocm7:/opt/rocm.so", 1);
+  auto d = discover(DiscoveryOptions{});
+  ::unsetenv("PLUGBOARD_PLUGIN_PATH");
+  ::unsetenv("PJRT_NAMES_AND_LIBRARY_PATHS");
+  PB_ASSERT_OK(d);
+  ASSERT_EQ(d->candidates.size(), 5u);
+  EXPECT_EQ(d->candidates.back().name, "rocm7");
+}
+
+TEST(Discovery, SitePackagesPluginFolders) {
+  auto site = temp_dir("site");
+  std::filesystem::create_directories(site / "jax_plugins/xla_cuda13");
+  std::filesystem::copy_file(PLUGBOARD_FIXTURE_FAULT_WELL_FORMED, site / "jax_plugins/xla_cuda13/xla_cuda_plugin.so");
+  std::filesystem::create_directories(site / "jax_plugins/empty_pkg");
+  std::vector<std::string> notes;
+  auto cs = candidates_from_site_packages(site, notes);
+  ASSERT_EQ(cs.size(), 1u);
+  EXPECT_EQ(cs[0].name, "cuda13");
+  EXPECT_EQ(cs[0].probe, select::ProbeKind::kCuda);
+  EXPECT_EQ(notes.size(), 1u);
+}
+
+}  // namespace
+}  // namespace plugboard::bundle
