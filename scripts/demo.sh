@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
-# Sets everything up, then runs the main job on the default CPU plugin (xla-cpu-pjrt, PJRT 0.81):
-# compiles examples/softmax.mlir and runs it on examples/x.npy, printing the outputs and the plugin.
+# Sets everything up, then runs the main job: bundles two real plugins (the default CPU plugin
+# xla-cpu-pjrt, PJRT 0.81, and the CUDA 13 plugin jax-cuda13-pjrt) from the wheels set-up fetched with
+# pip, runs examples/softmax.mlir from the bundle on whichever target this machine can start (the CPU one
+# on a machine without a GPU), and lets `plugboard doctor` explain that choice.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 deps=${PLUGBOARD_DEPS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/plugboard/deps}
 "$root/scripts/setup.sh" --build-dir "$root/build"
-exec "$root/build/tools/plugboard/plugboard" run "$root/examples/softmax.mlir" \
-  --plugin "$deps/files/xla_cpu_081/xla_cpu_pjrt.so" -i "$root/examples/x.npy" "$@"
+pb="$root/build/tools/plugboard/plugboard"
+bundle="$root/build/demo-bundle"
+echo "[demo] plugboard bundle -> $bundle"
+"$pb" bundle --offline --from "$deps/wheels" --lock --lock-file "$root/build/demo-bundle.lock" --out "$bundle" \
+  --target cpu=xla-cpu-pjrt==0.0.1 --target cuda13=jax-cuda13-pjrt==0.12.0.1
+echo "[demo] plugboard run --bundle $bundle examples/softmax.mlir"
+"$pb" run --bundle "$bundle" "$root/examples/softmax.mlir" -i "$root/examples/x.npy" "$@" 2> >(grep -v '^[WIE][0-9]' >&2)
+echo "[demo] plugboard doctor --bundle $bundle"
+"$pb" doctor --bundle "$bundle" 2> >(grep -v '^[WIE][0-9]' >&2)
