@@ -107,6 +107,8 @@ SelectOptions options_from_environment(SelectOptions base) {
   }
   base.probes = env_flag("PLUGBOARD_PROBES", base.probes);
   base.isolate = env_flag("PLUGBOARD_ISOLATE", base.isolate);
+  if (auto ms = env("PLUGBOARD_ISOLATE_TIMEOUT_MS"); ms && std::atoi(ms->c_str()) > 0)
+    base.isolation.timeout = std::chrono::milliseconds(std::atoi(ms->c_str()));
   base.verify.rehash = env_flag("PLUGBOARD_REHASH", base.verify.rehash);
   return base;
 }

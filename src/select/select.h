@@ -33,7 +33,8 @@ struct SelectOptions {
   bool examine_all = false;             // doctor: run every candidate through every stage, start none here
 };
 
-// PLUGBOARD_TARGET, PLUGBOARD_TARGETS, PLUGBOARD_PROBES=0, PLUGBOARD_ISOLATE=1, PLUGBOARD_REHASH=1 read
+// PLUGBOARD_TARGET, PLUGBOARD_TARGETS, PLUGBOARD_PROBES=0, PLUGBOARD_ISOLATE=1,
+// PLUGBOARD_ISOLATE_TIMEOUT_MS, PLUGBOARD_REHASH=1 read
 // into options (what the caller set explicitly wins: pass it in `base`).
 SelectOptions options_from_environment(SelectOptions base = {});
 
