@@ -2,12 +2,15 @@
 // hostile manifests refused, naming the field), and discovery from the environment's variables.
 #include <gtest/gtest.h>
 
+#include <zip.h>
+
 #include <fstream>
 
 #include "base/sha256.h"
 #include "bundle/assemble.h"
 #include "bundle/discovery.h"
 #include "bundle/manifest.h"
+#include "select/select.h"
 #include "select/verify.h"
 #include "test_env.h"
 
@@ -196,6 +199,74 @@ TEST(Discovery, SitePackagesPluginFolders) {
   EXPECT_EQ(cs[0].name, "cuda13");
   EXPECT_EQ(cs[0].probe, select::ProbeKind::kCuda);
   EXPECT_EQ(notes.size(), 1u);
+}
+
+}  // namespace
+}  // namespace plugboard::bundle
+
+namespace plugboard::bundle {
+namespace {
+
+// A wheel (a zip) holding `members` (path in the wheel -> file on disk).
+void write_wheel(const std::filesystem::path& wheel, const std::vector<std::pair<std::string, std::filesystem::path>>& members) {
+  int err = 0;
+  zip_t* z = zip_open(wheel.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
+  ASSERT_NE(z, nullptr);
+  for (const auto& [name, file] : members) {
+    zip_source_t* src = zip_source_file(z, file.c_str(), 0, -1);
+    ASSERT_NE(src, nullptr);
+    ASSERT_GE(zip_file_add(z, name.c_str(), src, ZIP_FL_OVERWRITE), 0);
+  }
+  ASSERT_EQ(zip_close(z), 0);
+}
+
+TEST(Companions, AWheelOfLibrariesIsLaidOutWhereTheRunpathLooksAndVerified) {
+  auto dir = temp_dir("companions");
+  std::vector<TargetSource> s(1);
+  s[0].name = "vendor";
+  s[0].file = PLUGBOARD_FIXTURE_NEEDS_VENDOR;
+  PB_ASSERT_OK(write_bundle(dir, s));
+  select::SelectOptions o;
+  o.verify.stamp_dir = "";
+  {
+    auto m = read_manifest(dir);
+    PB_ASSERT_OK(m);
+    auto sel = select::select_target(bundle_candidates(dir, *m), o);
+    ASSERT_EQ(sel.report.candidates[0].failed_stage, select::Stage::kDependencies) << sel.report.to_text();
+    EXPECT_NE(sel.report.candidates[0].error->message().find("libcompanion_dep.so"), std::string::npos);
+  }
+  auto scratch = temp_dir("companion_wheel");
+  std::ofstream(scratch / "__init__.py") << "";
+  write_wheel(scratch / "vendor_libs-1.0-py3-none-any.whl",
+              {{"vendor/lib/libcompanion_dep.so", PLUGBOARD_FIXTURE_COMPANION_DEP}, {"vendor/__init__.py", scratch / "__init__.py"}});
+  auto added = add_companion_wheel(dir, "vendor", scratch / "vendor_libs-1.0-py3-none-any.whl", "vendor-libs==1.0");
+  PB_ASSERT_OK(added);
+  EXPECT_EQ(*added, 1u);  // the .py is not a library
+  auto m = read_manifest(dir);
+  PB_ASSERT_OK(m);
+  ASSERT_EQ(m->targets[0].companions.size(), 1u);
+  EXPECT_EQ(m->targets[0].companions[0].file, "plugins/vendor/lib/libcompanion_dep.so");
+  EXPECT_EQ(m->targets[0].companions[0].sha256, *sha256_file(PLUGBOARD_FIXTURE_COMPANION_DEP));
+  auto sel = select::select_target(bundle_candidates(dir, *m), o);
+  const auto& r = sel.report.candidates[0];
+  // The dependency stage now finds it in the bundle; the fixture is no PJRT plugin, so loading stops it.
+  EXPECT_EQ(r.failed_stage, select::Stage::kLoaded) << sel.report.to_text();
+
+  // A tampered companion is refused at the verified stage, naming the companion.
+  {
+    std::fstream f(dir / m->targets[0].companions[0].file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(64);
+    const char old = static_cast<char>(f.get());
+    f.seekp(64);
+    f.put(static_cast<char>(~old));
+  }
+  auto tampered = select::select_target(bundle_candidates(dir, *m), o);
+  ASSERT_EQ(tampered.report.candidates[0].failed_stage, select::Stage::kVerified) << tampered.report.to_text();
+  EXPECT_NE(tampered.report.candidates[0].error->to_string().find("companion"), std::string::npos);
+
+  auto unknown = add_companion_wheel(dir, "nosuch", scratch / "vendor_libs-1.0-py3-none-any.whl", "x");
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.error().message().find("no target nosuch"), std::string::npos);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "base/sha256.h"
+#include "fetch/wheel.h"
 #include "plugin/plugin.h"
 
 namespace plugboard::bundle {
@@ -78,6 +79,37 @@ Expected<Manifest> write_bundle(const std::filesystem::path& dir, const std::vec
   }
   PB_RETURN_IF_ERROR(write_manifest(dir, manifest));
   return manifest;
+}
+
+Expected<size_t> add_companion_wheel(const std::filesystem::path& dir, const std::string& target,
+                                     const std::filesystem::path& wheel_path, const std::string& from) {
+  PB_ASSIGN_OR_RETURN(Manifest manifest, read_manifest(dir));
+  TargetEntry* entry = nullptr;
+  for (auto& t : manifest.targets)
+    if (t.name == target) entry = &t;
+  if (!entry) return invalid_argument("--companion: the bundle " + dir.string() + " has no target " + target);
+  PB_ASSIGN_OR_RETURN(fetch::Wheel wheel, fetch::Wheel::open(wheel_path));
+  size_t added = 0;
+  for (const fetch::WheelMember& m : wheel.members()) {
+    const std::string name = std::filesystem::path(m.name).filename().string();
+    const bool shared = name.ends_with(".so") || name.find(".so.") != std::string::npos;
+    if (!shared || m.name.ends_with("/")) continue;
+    const std::string rel = "plugins/" + m.name;
+    // A member named to escape (absolute, "..") is refused like a manifest entry would be.
+    PB_ASSIGN_OR_RETURN(std::filesystem::path dest,
+                        annotate(resolve_in_bundle(dir, rel, "companion " + m.name), "in wheel " + wheel_path.string()));
+    std::error_code ec;
+    std::filesystem::create_directories(dest.parent_path(), ec);
+    if (ec) return make_error(Code::kPermissionDenied, "cannot create " + dest.parent_path().string() + ": " + ec.message());
+    PB_ASSIGN_OR_RETURN(fetch::ExtractedMember x, wheel.extract(m, dest.parent_path(), false));
+    PB_RETURN_IF_ERROR(x.file.commit(dest, 0755));
+    std::erase_if(entry->companions, [&](const CompanionFile& c) { return c.file == rel; });
+    entry->companions.push_back({rel, x.size, x.sha256, from});
+    ++added;
+  }
+  if (added == 0) return invalid_argument("companion wheel " + wheel_path.string() + " holds no shared library");
+  PB_RETURN_IF_ERROR(write_manifest(dir, manifest));
+  return added;
 }
 
 }  // namespace plugboard::bundle

@@ -26,4 +26,12 @@ struct TargetSource {
 // Creates or updates DIR: the targets given replace same-named ones already in its manifest.
 Expected<Manifest> write_bundle(const std::filesystem::path& dir, const std::vector<TargetSource>& targets);
 
+// Lays the shared libraries of a companion wheel out in the bundle, at plugins/<path in the wheel> —
+// where the CUDA and ROCm plugins' RUNPATH ($ORIGIN/../nvidia/cu13/lib, $ORIGIN/../_rocm_sdk_core/lib)
+// looks from plugins/<hash>/ — hashed as they are extracted, and records them as the target's
+// companions. `from` says where they came from ("nvidia-cuda-runtime-cu13==13.0.96 (wheel sha256 …)").
+// Returns how many files were added.
+Expected<size_t> add_companion_wheel(const std::filesystem::path& dir, const std::string& target,
+                                     const std::filesystem::path& wheel, const std::string& from);
+
 }  // namespace plugboard::bundle

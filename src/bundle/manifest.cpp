@@ -115,6 +115,23 @@ Expected<Manifest> parse_manifest(const std::string& text, const std::filesystem
       if (!t["priority"].is_number_integer()) return bad(dir, where + ".priority", "must be an integer");
       e.priority = t["priority"].get<int>();
     }
+    if (t.contains("companions")) {
+      if (!t["companions"].is_array()) return bad(dir, where + ".companions", "must be a list");
+      for (size_t k = 0; k < t["companions"].size(); ++k) {
+        const json& c = t["companions"][k];
+        const std::string cw = where + ".companions[" + std::to_string(k) + "]";
+        if (!c.is_object()) return bad(dir, cw, "must be an object");
+        CompanionFile f;
+        PB_ASSIGN_OR_RETURN(f.file, get_string(c, dir, cw, "file"));
+        PB_RETURN_IF_ERROR(resolve_in_bundle(dir, f.file, cw + ".file"));
+        if (!c.contains("size") || !c["size"].is_number_unsigned()) return bad(dir, cw + ".size", "is missing or not a byte count");
+        f.size = c["size"].get<uint64_t>();
+        PB_ASSIGN_OR_RETURN(f.sha256, get_string(c, dir, cw, "sha256"));
+        if (!is_sha256_hex(f.sha256)) return bad(dir, cw + ".sha256", "must be 64 lowercase hex digits");
+        PB_ASSIGN_OR_RETURN(f.from, get_string(c, dir, cw, "from", false));
+        e.companions.push_back(std::move(f));
+      }
+    }
     m.targets.push_back(std::move(e));
   }
   return m;
@@ -154,6 +171,9 @@ Status write_manifest(const std::filesystem::path& dir, const Manifest& m) {
     t["create_options"] = select::create_options_to_json(e.create_options);
     t["probe"] = select::probe_kind_name(e.probe);
     t["priority"] = e.priority;
+    t["companions"] = json::array();
+    for (const auto& c : e.companions)
+      t["companions"].push_back({{"file", c.file}, {"size", c.size}, {"sha256", c.sha256}, {"from", c.from}});
     j["targets"].push_back(std::move(t));
   }
   const std::filesystem::path path = dir / kManifestName;
@@ -191,6 +211,12 @@ std::vector<select::Candidate> bundle_candidates(const std::filesystem::path& di
     c.probe = e.probe;
     c.priority = e.priority;
     c.create_options = e.create_options;
+    for (size_t k = 0; k < e.companions.size(); ++k) {
+      const std::string field = "targets[" + std::to_string(i) + "].companions[" + std::to_string(k) + "].file";
+      auto cp = resolve_in_bundle(dir, e.companions[k].file, field);
+      if (!cp && !c.problem) c.problem = cp.error();
+      c.companions.push_back({cp ? *cp : dir / e.companions[k].file, e.companions[k].size, e.companions[k].sha256});
+    }
     out.push_back(std::move(c));
   }
   return out;

@@ -27,6 +27,15 @@ struct Provenance {
   std::string package, version, wheel, wheel_sha256, path_in_wheel;
 };
 
+// A library a target needs besides its plugin (from a companion wheel such as nvidia-cuda-runtime-cu13),
+// laid out in the bundle where the plugin's RUNPATH looks: plugins/<path in the wheel>.
+struct CompanionFile {
+  std::string file;  // relative to the bundle
+  uint64_t size = 0;
+  std::string sha256;
+  std::string from;  // "nvidia-cuda-runtime-cu13==13.0.96 (wheel sha256 …)"
+};
+
 struct TargetEntry {
   std::string name;
   std::string platform;
@@ -39,6 +48,7 @@ struct TargetEntry {
   std::vector<NamedValue> create_options;
   select::ProbeKind probe = select::ProbeKind::kNone;
   int priority = 0;
+  std::vector<CompanionFile> companions;
 };
 
 struct Manifest {

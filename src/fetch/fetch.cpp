@@ -199,3 +199,22 @@ Expected<std::vector<FetchedPlugin>> fetch(std::span<const PackageSpec> packages
 }
 
 }  // namespace plugboard::fetch
+
+namespace plugboard::fetch {
+
+Expected<FetchedWheel> fetch_wheel(const PackageSpec& spec, const FetchOptions& options) {
+  PB_ASSIGN_OR_RETURN(const Cache cache, Cache::open(options.cache_dir.empty() ? default_cache_dir() : options.cache_dir));
+  const LockFile no_lock;
+  const fs::path lock_path;
+  const Context ctx{options, lock_path, no_lock, cache};
+  FetchedWheel out{spec, {}, {}};
+  if (options.offline_from) {
+    PB_ASSIGN_OR_RETURN(out.wheel, annotate(find_offline_wheel(spec, *options.offline_from, nullptr), "fetching " + spec.to_string()));
+  } else {
+    PB_ASSIGN_OR_RETURN(out.wheel, annotate(download_wheel(spec, ctx, nullptr), "fetching " + spec.to_string()));
+  }
+  PB_ASSIGN_OR_RETURN(out.wheel_sha256, hash_wheel(out.wheel, options.progress));
+  return out;
+}
+
+}  // namespace plugboard::fetch

@@ -89,4 +89,13 @@ std::filesystem::path default_cache_dir();
 // with itself (a file lock per cache entry); a failed or interrupted fetch leaves no partial file.
 Expected<std::vector<FetchedPlugin>> fetch(std::span<const PackageSpec> packages, const FetchOptions& options);
 
+// A whole wheel (a plugin's companion libraries, e.g. nvidia-cuda-runtime-cu13), obtained as fetch()
+// obtains a plugin's; the caller extracts what it needs.
+struct FetchedWheel {
+  PackageSpec spec;
+  std::filesystem::path wheel;
+  std::string wheel_sha256;
+};
+Expected<FetchedWheel> fetch_wheel(const PackageSpec& spec, const FetchOptions& options);
+
 }  // namespace plugboard::fetch

@@ -193,6 +193,7 @@ LoadTrace load_plugin_traced(const std::filesystem::path& requested) {
 
   auto t0 = Clock::now();
   std::shared_ptr<Plugin> plugin;
+  bool mapped = false;  // dlopen succeeded: from then on the outcome is final for this process
   auto open = [&]() -> Status {
     std::error_code ec;
     std::filesystem::path canonical = std::filesystem::canonical(requested, ec);
@@ -207,6 +208,7 @@ LoadTrace load_plugin_traced(const std::filesystem::path& requested) {
       return make_error(Code::kFailedPrecondition,
                         "cannot load " + label + ": " + (why ? why : "dlopen failed"));
     }
+    mapped = true;
     using GetPjrtApiFn = const PJRT_Api* (*)();
     auto get_api = reinterpret_cast<GetPjrtApiFn>(::dlsym(handle, "GetPjrtApi"));
     if (!get_api)
@@ -266,7 +268,9 @@ LoadTrace load_plugin_traced(const std::filesystem::path& requested) {
     }
   }
   if (trace.plugin) t.in_order.push_back(*trace.plugin);
-  t.by_file.emplace(key, Table::Outcome{trace.plugin, trace.failed_step});
+  // A file dlopen could not map (a missing dependency, not an ELF) left nothing behind: it may be tried
+  // again once the cause is fixed (e.g. its companion libraries were installed).
+  if (mapped) t.by_file.emplace(key, Table::Outcome{trace.plugin, trace.failed_step});
   return trace;
 }
 

@@ -86,7 +86,8 @@ class Plugin {
 
 // Loads (or returns the already-loaded) plugin at `path`: dlopen with RTLD_NOW | RTLD_LOCAL,
 // GetPjrtApi, version check, PJRT_Plugin_Initialize, attributes, extensions. The outcome, success or
-// failure, is remembered per file: the same file is never initialized twice. Thread-safe.
+// failure, is remembered per file once dlopen mapped it: the same file is never initialized twice (a
+// file dlopen refused, e.g. for a missing dependency, is tried again on the next call). Thread-safe.
 // Errors name the path: NOT_FOUND (no such file), INVALID_ARGUMENT (not an ELF shared library),
 // FAILED_PRECONDITION (dlopen failed, with dlerror; no GetPjrtApi; null API; unsupported version),
 // or the plugin's own error from PJRT_Plugin_Initialize.

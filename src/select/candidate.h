@@ -19,6 +19,13 @@ enum class ProbeKind { kNone, kCuda, kRocm, kTpu };
 std::string probe_kind_name(ProbeKind kind);  // "none", "cuda", "rocm", "tpu"
 Expected<ProbeKind> parse_probe_kind(std::string_view name);
 
+// A file the candidate needs besides its plugin (a companion library), verified like the plugin.
+struct ExpectedFile {
+  std::filesystem::path path;
+  uint64_t size = 0;
+  std::string sha256;
+};
+
 struct Candidate {
   std::string name;      // the target's name: "cpu", "cuda13", "rocm7"
   std::string platform;  // "cpu", "cuda", "rocm", "tpu", "unknown"
@@ -29,6 +36,7 @@ struct Candidate {
   ProbeKind probe = ProbeKind::kNone;
   int priority = 0;  // higher first when no explicit order is given
   std::vector<NamedValue> create_options;
+  std::vector<ExpectedFile> companions;
   // Set when discovery already knows this candidate cannot be used (e.g. its manifest entry names a
   // file outside the bundle): it then fails at the "found" stage with this reason.
   std::optional<Error> problem;

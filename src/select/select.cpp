@@ -137,7 +137,10 @@ Selection select_target(const std::vector<Candidate>& candidates, const SelectOp
     sel.report.candidates.push_back(std::move(r));
   }
   if (order.problem) {
-    CandidateReport r{Candidate{options.target.value_or("(none)"), "", "policy", {}, {}, {}, ProbeKind::kNone, 0, {}, {}}};
+    Candidate none;
+    none.name = options.target.value_or("(none)");
+    none.source = "policy";
+    CandidateReport r{none};
     r.verdict = Verdict::kFailed;
     r.failed_stage = Stage::kFound;
     r.error = *order.problem;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <unistd.h>
 
@@ -75,28 +76,48 @@ std::filesystem::path default_stamp_dir() {
   return base / "plugboard" / "stamps";
 }
 
-Expected<Verified> verify_candidate(const Candidate& candidate, const VerifyOptions& options) {
-  const std::filesystem::path& path = candidate.path;
+namespace {
+
+// One file against its expected size and sha256; `hashed` tells whether it was read in full.
+Expected<bool> verify_file(const std::filesystem::path& path, std::optional<uint64_t> size, const std::string& sha256,
+                           const std::string& source, const VerifyOptions& options) {
   PB_ASSIGN_OR_RETURN(FileIdentity id, identity(path));
-  if (candidate.size && *candidate.size != id.size)
-    return make_error(Code::kDataLoss, path.string() + " is " + std::to_string(id.size) + " bytes, but " + candidate.source + " says " +
-                                           std::to_string(*candidate.size) + " (size): the file was changed or truncated");
-  if (!candidate.sha256)
-    return Verified{false, "no checksum to verify (from " + candidate.source + ")"};
-
-  const std::string expected_line = id.line(path, *candidate.sha256);
+  if (size && *size != id.size)
+    return make_error(Code::kDataLoss, path.string() + " is " + std::to_string(id.size) + " bytes, but " + source + " says " +
+                                           std::to_string(*size) + " (size): the file was changed or truncated");
+  const std::string expected_line = id.line(path, sha256);
   if (!options.rehash && !options.stamp_dir.empty() && read_all(stamp_path(options.stamp_dir, path)) == expected_line)
-    return Verified{false, "sha256 matches (stamp: same size, mtime and inode as when hashed)"};
-
+    return false;
   PB_ASSIGN_OR_RETURN(std::string actual, sha256_file(path));
-  if (actual != *candidate.sha256)
-    return make_error(Code::kDataLoss, path.string() + " has sha256 " + actual + ", but " + candidate.source +
-                                           " says " + *candidate.sha256 + " (sha256): the file was changed; refusing to load it");
+  if (actual != sha256)
+    return make_error(Code::kDataLoss, path.string() + " has sha256 " + actual + ", but " + source + " says " + sha256 +
+                                           " (sha256): the file was changed; refusing to load it");
   // Re-read the identity: a file replaced while it was hashed must not get a stamp for the old bytes.
   PB_ASSIGN_OR_RETURN(FileIdentity after, identity(path));
   if (!options.stamp_dir.empty() && after.line(path, actual) == expected_line)
     write_stamp(options.stamp_dir, path, expected_line);
-  return Verified{true, "sha256 matches (hashed " + std::to_string(id.size >> 20) + " MiB)"};
+  return true;
+}
+
+}  // namespace
+
+Expected<Verified> verify_candidate(const Candidate& candidate, const VerifyOptions& options) {
+  if (!candidate.sha256) {
+    PB_RETURN_IF_ERROR(identity(candidate.path));
+    return Verified{false, "no checksum to verify (from " + candidate.source + ")"};
+  }
+  PB_ASSIGN_OR_RETURN(bool hashed, verify_file(candidate.path, candidate.size, *candidate.sha256, candidate.source, options));
+  uint64_t bytes = hashed ? std::filesystem::file_size(candidate.path) : 0;
+  for (const ExpectedFile& f : candidate.companions) {
+    PB_ASSIGN_OR_RETURN(bool h, annotate(verify_file(f.path, f.size, f.sha256, candidate.source, options),
+                                         "verifying a companion library of " + candidate.name));
+    if (h) bytes += f.size;
+    hashed = hashed || h;
+  }
+  std::string detail = "sha256 matches";
+  if (!candidate.companions.empty()) detail += " (and " + std::to_string(candidate.companions.size()) + " companion files)";
+  detail += hashed ? " (hashed " + std::to_string(bytes >> 20) + " MiB)" : " (stamp: same size, mtime and inode as when hashed)";
+  return Verified{hashed, detail};
 }
 
 }  // namespace plugboard::select

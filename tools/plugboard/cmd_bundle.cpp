@@ -18,7 +18,7 @@ namespace plugboard::cli {
 namespace {
 
 struct Options {
-  std::vector<std::string> targets, probes, priorities, create_options;
+  std::vector<std::string> targets, probes, priorities, create_options, companions;
   std::string out;
   bool lock = false, offline = false;
   std::string lock_file = "plugboard.lock", from, cache, python = "python3";
@@ -107,7 +107,21 @@ Expected<bundle::Manifest> run(const Options& o) {
     PB_ASSIGN_OR_RETURN(bundle::TargetSource * s, find(target_kv.first, "--create-option " + p));
     s->create_options.push_back({kv.first, option_value(kv.second)});
   }
-  return bundle::write_bundle(o.out, sources);
+  PB_ASSIGN_OR_RETURN(bundle::Manifest manifest, bundle::write_bundle(o.out, sources));
+  for (const auto& c : o.companions) {
+    PB_ASSIGN_OR_RETURN(auto kv, split_once(c, '=', "--companion"));
+    PB_ASSIGN_OR_RETURN(fetch::PackageSpec spec, annotate(fetch::parse_package_spec(kv.second), "--companion " + c));
+    fetch::FetchOptions fo;
+    fo.cache_dir = o.cache.empty() ? fetch::default_cache_dir() : std::filesystem::path(o.cache);
+    if (o.offline) fo.offline_from = o.from;
+    fo.python = o.python;
+    PB_ASSIGN_OR_RETURN(fetch::FetchedWheel w, fetch::fetch_wheel(spec, fo));
+    PB_ASSIGN_OR_RETURN(size_t n, annotate(bundle::add_companion_wheel(o.out, kv.first, w.wheel,
+                                                                       spec.to_string() + " (wheel sha256 " + w.wheel_sha256 + ")"),
+                                           "--companion " + c));
+    std::printf("companion %s: %zu librar%s for target %s\n", spec.to_string().c_str(), n, n == 1 ? "y" : "ies", kv.first.c_str());
+  }
+  return bundle::read_manifest(o.out);
 }
 
 }  // namespace
@@ -119,6 +133,7 @@ Command add_bundle_command(CLI::App& app) {
   sub->add_option("--out", o->out, "the bundle folder (created or updated)")->required();
   sub->add_option("--probe", o->probes, "NAME=none|cuda|rocm|tpu: the device probe of a target");
   sub->add_option("--priority", o->priorities, "NAME=N: boot priority (higher first)");
+  sub->add_option("--companion", o->companions, "NAME=PKG==VER: a wheel of libraries the target needs (e.g. nvidia-cuda-runtime-cu13), laid out where its RUNPATH looks");
   sub->add_option("--create-option", o->create_options, "NAME:KEY=VALUE: a PJRT create option of a target");
   sub->add_flag("--lock", o->lock, "record the fetched wheels and plugins in the lock file");
   sub->add_option("--lock-file", o->lock_file, "lock file (default plugboard.lock)");
