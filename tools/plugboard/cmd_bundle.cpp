@@ -40,6 +40,17 @@ NamedValueData option_value(const std::string& v) {
   return v;
 }
 
+fetch::FetchOptions fetch_options(const Options& o) {
+  fetch::FetchOptions fo;
+  fo.cache_dir = o.cache.empty() ? fetch::default_cache_dir() : std::filesystem::path(o.cache);
+  fo.lock_path = o.lock_file;
+  fo.write_lock = o.lock;
+  if (o.offline) fo.offline_from = o.from;
+  fo.progress = ::isatty(STDERR_FILENO) == 1;
+  fo.python = o.python;
+  return fo;
+}
+
 Expected<bundle::Manifest> run(const Options& o) {
   std::vector<bundle::TargetSource> sources;
   std::vector<std::pair<size_t, fetch::PackageSpec>> to_fetch;
@@ -56,13 +67,7 @@ Expected<bundle::Manifest> run(const Options& o) {
     sources.push_back(std::move(s));
   }
   if (!to_fetch.empty()) {
-    fetch::FetchOptions fo;
-    fo.cache_dir = o.cache.empty() ? fetch::default_cache_dir() : std::filesystem::path(o.cache);
-    fo.lock_path = o.lock_file;
-    fo.write_lock = o.lock;
-    if (o.offline) fo.offline_from = o.from;
-    fo.progress = ::isatty(STDERR_FILENO) == 1;
-    fo.python = o.python;
+    const fetch::FetchOptions fo = fetch_options(o);
     std::vector<fetch::PackageSpec> specs;
     for (auto& [i, spec] : to_fetch) specs.push_back(spec);
     PB_ASSIGN_OR_RETURN(auto fetched, fetch::fetch(specs, fo));
@@ -111,11 +116,7 @@ Expected<bundle::Manifest> run(const Options& o) {
   for (const auto& c : o.companions) {
     PB_ASSIGN_OR_RETURN(auto kv, split_once(c, '=', "--companion"));
     PB_ASSIGN_OR_RETURN(fetch::PackageSpec spec, annotate(fetch::parse_package_spec(kv.second), "--companion " + c));
-    fetch::FetchOptions fo;
-    fo.cache_dir = o.cache.empty() ? fetch::default_cache_dir() : std::filesystem::path(o.cache);
-    if (o.offline) fo.offline_from = o.from;
-    fo.python = o.python;
-    PB_ASSIGN_OR_RETURN(fetch::FetchedWheel w, fetch::fetch_wheel(spec, fo));
+    PB_ASSIGN_OR_RETURN(fetch::FetchedWheel w, fetch::fetch_wheel(spec, fetch_options(o)));
     PB_ASSIGN_OR_RETURN(size_t n, annotate(bundle::add_companion_wheel(o.out, kv.first, w.wheel,
                                                                        spec.to_string() + " (wheel sha256 " + w.wheel_sha256 + ")"),
                                            "--companion " + c));
