@@ -223,6 +223,7 @@ TEST_P(StageFailure, ReportsItsReasonFallsBackAndFailsWhenExplicit) {
   Status s = explicit_choice.status();
   ASSERT_FALSE(s);
   EXPECT_NE(s.error().to_string().find(c.reason), std::string::npos) << s.error().to_string();
+  EXPECT_EQ(s.error().code(), r.error->code()) << "an explicit target's failure keeps its own code";
   EXPECT_EQ(only(explicit_choice, "cpu").verdict, Verdict::kExcluded);
 }
 

@@ -99,11 +99,12 @@ StartOutcome start_isolated(const Candidate& candidate, const IsolationOptions& 
   };
   Expected<std::filesystem::path> helper =
       options.helper.empty() ? find_isolation_helper() : Expected<std::filesystem::path>(options.helper);
-  if (!helper) return fail(Stage::kLoaded, 0, helper.error());
+  if (!helper) return fail(Stage::kLoaded, 0, Error(helper.error()).annotate("isolating the start-up of " + candidate.path.string()));
 
   Fd out_r, out_w, err_r, err_w;
-  if (auto s = make_pipe(out_r, out_w); !s) return fail(Stage::kLoaded, 0, s.error());
-  if (auto s = make_pipe(err_r, err_w); !s) return fail(Stage::kLoaded, 0, s.error());
+  const std::string doing = "isolating the start-up of " + candidate.path.string();
+  if (auto s = make_pipe(out_r, out_w); !s) return fail(Stage::kLoaded, 0, s.error().annotate(doing));
+  if (auto s = make_pipe(err_r, err_w); !s) return fail(Stage::kLoaded, 0, s.error().annotate(doing));
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out_w.get(), 1);
@@ -135,7 +136,9 @@ StartOutcome start_isolated(const Candidate& candidate, const IsolationOptions& 
       out.stages.push_back(decoded->stage);
       if (!decoded->stage.passed) {
         out.failed_stage = decoded->stage.stage;
-        out.error = decoded->error ? *decoded->error : Error(Code::kUnknown, "failed");
+        out.error = decoded->error ? *decoded->error
+                                   : Error(Code::kUnknown, candidate.path.string() + ": the isolated start-up reported the " +
+                                                               stage_name(decoded->stage.stage) + " stage failed without a reason");
       } else if (decoded->stage.stage != Stage::kDevices) {
         next = static_cast<Stage>(static_cast<int>(decoded->stage.stage) + 1);
       }

@@ -118,10 +118,13 @@ Status Selection::status() const {
   std::string msg = "no target could start (" + report.policy + ")";
   if (std::string why = report.reasons(); !why.empty()) msg += ":\n" + why;
   while (!msg.empty() && msg.back() == '\n') msg.pop_back();
-  // An explicit target's own failure code says the most; otherwise UNAVAILABLE.
+  // A single failed candidate (an explicit target) passes its own code on; several: UNAVAILABLE.
   Code code = Code::kUnavailable;
+  const CandidateReport* failed = nullptr;
+  size_t failures = 0;
   for (const auto& c : report.candidates)
-    if (c.verdict == Verdict::kFailed && c.error && report.candidates.size() == 1) code = c.error->code();
+    if (c.verdict == Verdict::kFailed && c.error) failed = &c, ++failures;
+  if (failures == 1) code = failed->error->code();
   return make_error(code, msg);
 }
 
