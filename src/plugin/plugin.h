@@ -4,6 +4,7 @@
 // This header does not include the PJRT C API: the CLI and bindings use it to list plugins.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -70,6 +71,12 @@ class Plugin {
   const std::vector<ExtensionInfo>& extensions() const { return extensions_; }
   const ExtensionInfo* extension(int type) const;
 
+  // Once FFI handlers that read per-execution data are registered in this plugin (host callbacks),
+  // every execution must carry an execute context: some plugins crash looking data up in a missing
+  // one. The runtime then passes an empty context when the caller gives none.
+  void require_execute_context() const { needs_execute_context_.store(true, std::memory_order_relaxed); }
+  bool needs_execute_context() const { return needs_execute_context_.load(std::memory_order_relaxed); }
+
   // The guarded function table; only the layers below the public API include abi/api.h.
   const abi::Api& api() const { return *api_; }
 
@@ -82,6 +89,7 @@ class Plugin {
   PjrtVersion version_;
   std::vector<NamedValue> attributes_;
   std::vector<ExtensionInfo> extensions_;
+  mutable std::atomic<bool> needs_execute_context_{false};
 };
 
 // Loads (or returns the already-loaded) plugin at `path`: dlopen with RTLD_NOW | RTLD_LOCAL,

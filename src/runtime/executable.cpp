@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "runtime/client.h"
+#include "runtime/execute_context.h"
 #include "runtime/executable_internal.h"
 
 namespace plugboard {
@@ -140,6 +141,12 @@ Expected<Execution> Executable::execute_async(std::span<Buffer* const> args, con
 
   std::vector<int64_t> non_donatable;
   auto opts = PB_PJRT_ARGS(PJRT_ExecuteOptions);
+  opts.context = options.context;
+  ExecuteContext empty_context;  // see Plugin::require_execute_context
+  if (!opts.context && client_->plugin().needs_execute_context()) {
+    PB_ASSIGN_OR_RETURN(empty_context, annotate(ExecuteContext::create(*client_), "executing " + name_));
+    opts.context = empty_context.raw();
+  }
   if (options.donate.empty() && args.size() <= all_arg_indices_.size()) {
     opts.non_donatable_input_indices = all_arg_indices_.data();
     opts.num_non_donatable_input_indices = std::min(all_arg_indices_.size(), args.size());
@@ -167,6 +174,11 @@ Expected<Execution> Executable::execute_async(std::span<Buffer* const> args, con
 
   Execution result;
   result.done = Event(&api, complete[0]);
+  if (empty_context.raw()) {
+    // Released once the execution is done with it (at once, if it already is).
+    auto keep = std::make_shared<ExecuteContext>(std::move(empty_context));
+    if (!result.done.on_ready([keep](Status) mutable { keep.reset(); })) (void)result.done.await();
+  }
   result.outputs.reserve(n_out);
   for (size_t i = 0; i < n_out; ++i)
     result.outputs.push_back(

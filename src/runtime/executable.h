@@ -45,6 +45,9 @@ struct ExecuteOptions {
   // for outputs (where the program allows it), and the Buffer objects become invalid. Every other
   // argument is passed as non-donatable and stays valid.
   std::vector<int> donate;
+  // Per-execution data for the plugin's FFI handlers (host callbacks attach theirs here); not owned,
+  // and must outlive the execution. Null: none.
+  PJRT_ExecuteContext* context = nullptr;
 };
 
 // The outputs of an execution that may still be running, and the event that says it finished.

@@ -9,4 +9,5 @@ struct PJRT_Buffer;
 struct PJRT_Event;
 struct PJRT_LoadedExecutable;
 struct PJRT_Executable;
+struct PJRT_ExecuteContext;
 }

@@ -1,0 +1,266 @@
+// The CUDA half of host callbacks (see ../device_bridge_abi.h): operands come off the device on the
+// stream the CUDA plugin hands the FFI handler, results go back on it. Built with nvcc against the
+// CUDA runtime (linked statically, so the only CUDA library it needs at run time is the driver's
+// libcuda.so.1, which the CUDA plugin needs too). plugboard loads it only for a CUDA client.
+//
+//  - blocking: device->pinned host copies on the handler's stream, synchronize, call the host
+//    function, pinned->device copies of the results, synchronize;
+//  - ordered: device->pinned staging copies, then cudaLaunchHostFunc on the same stream, so the host
+//    function is queued behind the copies and the stream goes on without waiting for the host.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "callback/device_bridge_abi.h"
+
+namespace {
+
+XLA_FFI_Error* fail(const XLA_FFI_Api* api, const char* message) {
+  if (!api || api->struct_size < offsetof(XLA_FFI_Api, XLA_FFI_Error_Create) + sizeof(void*) ||
+      !api->XLA_FFI_Error_Create)
+    return nullptr;
+  XLA_FFI_Error_Create_Args args;
+  std::memset(&args, 0, sizeof(args));
+  args.struct_size = XLA_FFI_Error_Create_Args_STRUCT_SIZE;
+  args.message = message;
+  args.errc = XLA_FFI_Error_Code_INTERNAL;
+  return api->XLA_FFI_Error_Create(&args);
+}
+
+XLA_FFI_Error* fail_cuda(const XLA_FFI_Api* api, const char* what, cudaError_t e) {
+  char message[512];
+  std::snprintf(message, sizeof(message), "plugboard CUDA bridge: %s failed: %s (%s)", what, cudaGetErrorString(e),
+                cudaGetErrorName(e));
+  return fail(api, message);
+}
+
+size_t element_size(int dtype) {
+  switch (dtype) {
+    case XLA_FFI_DataType_PRED: case XLA_FFI_DataType_S8: case XLA_FFI_DataType_U8:
+    case XLA_FFI_DataType_F8E5M2: case XLA_FFI_DataType_F8E4M3FN:
+      return 1;
+    case XLA_FFI_DataType_S16: case XLA_FFI_DataType_U16: case XLA_FFI_DataType_F16: case XLA_FFI_DataType_BF16:
+      return 2;
+    case XLA_FFI_DataType_S32: case XLA_FFI_DataType_U32: case XLA_FFI_DataType_F32:
+      return 4;
+    case XLA_FFI_DataType_S64: case XLA_FFI_DataType_U64: case XLA_FFI_DataType_F64: case XLA_FFI_DataType_C64:
+      return 8;
+    case XLA_FFI_DataType_C128:
+      return 16;
+    default:
+      return 0;
+  }
+}
+
+// Describes one device buffer of the frame; false when it is not an array plugboard passes on.
+bool describe(int type, void* raw, PbHostTensor& out) {
+  if (type != XLA_FFI_ArgType_BUFFER || !raw) return false;
+  const auto* b = static_cast<const XLA_FFI_Buffer*>(raw);
+  const size_t size = element_size(b->dtype);
+  if (size == 0 || b->rank < 0) return false;
+  size_t count = 1;
+  for (int64_t i = 0; i < b->rank; ++i) count *= static_cast<size_t>(b->dims[i]);
+  out.dtype = b->dtype;
+  out.rank = static_cast<int32_t>(b->rank);
+  out.dims = b->dims;
+  out.data = b->data;  // device memory
+  out.size_bytes = count * size;
+  return true;
+}
+
+cudaError_t stream_of(XLA_FFI_CallFrame* frame, cudaStream_t* stream) {
+  const XLA_FFI_Api* api = frame->api;
+  if (api->struct_size < offsetof(XLA_FFI_Api, XLA_FFI_Stream_Get) + sizeof(void*) || !api->XLA_FFI_Stream_Get)
+    return cudaErrorNotSupported;
+  XLA_FFI_Stream_Get_Args args;
+  std::memset(&args, 0, sizeof(args));
+  args.struct_size = XLA_FFI_Stream_Get_Args_STRUCT_SIZE;
+  args.ctx = frame->ctx;
+  if (XLA_FFI_Error* e = api->XLA_FFI_Stream_Get(&args)) {
+    (void)e;  // owned by the runtime's error path; reported as a missing stream
+    return cudaErrorInvalidResourceHandle;
+  }
+  *stream = static_cast<cudaStream_t>(args.stream);
+  return cudaSuccess;
+}
+
+constexpr size_t kAlign = 64;
+size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Pinned memory that one thread reuses from call to call (blocking path): grown, never shrunk.
+struct PinnedArena {
+  void* base = nullptr;
+  size_t capacity = 0;
+  ~PinnedArena() {
+    if (base) cudaFreeHost(base);
+  }
+  cudaError_t reserve(size_t bytes) {
+    if (bytes <= capacity) return cudaSuccess;
+    if (base) cudaFreeHost(base);
+    base = nullptr;
+    capacity = 0;
+    const size_t want = std::max(bytes, capacity * 2);
+    cudaError_t e = cudaMallocHost(&base, want);
+    if (e == cudaSuccess) capacity = want;
+    return e;
+  }
+};
+
+// Pinned staging blocks for ordered calls, handed back from the host-function callback (which may
+// not call CUDA, so blocks are only ever freed at exit).
+struct StagingPool {
+  std::mutex mutex;
+  std::vector<std::pair<void*, size_t>> free_blocks;
+  cudaError_t take(size_t bytes, void** out, size_t* capacity) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      for (size_t i = 0; i < free_blocks.size(); ++i)
+        if (free_blocks[i].second >= bytes) {
+          *out = free_blocks[i].first;
+          *capacity = free_blocks[i].second;
+          free_blocks.erase(free_blocks.begin() + static_cast<long>(i));
+          return cudaSuccess;
+        }
+    }
+    *capacity = std::max<size_t>(aligned(bytes), 4096);
+    return cudaMallocHost(out, *capacity);
+  }
+  void give(void* block, size_t capacity) {
+    std::lock_guard<std::mutex> lock(mutex);
+    free_blocks.emplace_back(block, capacity);
+  }
+};
+StagingPool& staging_pool() {
+  static StagingPool* pool = new StagingPool();  // outlives every stream callback
+  return *pool;
+}
+
+int available(char* error, size_t error_size) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    std::snprintf(error, error_size, "cudaGetDeviceCount: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+    return 1;
+  }
+  if (count == 0) {
+    std::snprintf(error, error_size, "no CUDA device is visible");
+    return 1;
+  }
+  return 0;
+}
+
+XLA_FFI_Error* run_blocking(XLA_FFI_CallFrame* frame, const PbHostDispatch* host) {
+  const XLA_FFI_Api* api = frame->api;
+  cudaStream_t stream;
+  if (cudaError_t e = stream_of(frame, &stream); e != cudaSuccess) return fail_cuda(api, "XLA_FFI_Stream_Get", e);
+  const size_t n = static_cast<size_t>(frame->args.size), m = static_cast<size_t>(frame->rets.size);
+  std::vector<PbHostTensor> operands(n), results(m);
+  std::vector<void*> device_results(m);
+  size_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!describe(frame->args.types[i], frame->args.args[i], operands[i])) return fail(api, "plugboard CUDA bridge: an operand is not an array it can pass on");
+    total += aligned(operands[i].size_bytes);
+  }
+  for (size_t i = 0; i < m; ++i) {
+    if (!describe(frame->rets.types[i], frame->rets.rets[i], results[i])) return fail(api, "plugboard CUDA bridge: a result is not an array it can pass on");
+    total += aligned(results[i].size_bytes);
+  }
+  thread_local PinnedArena arena;
+  if (cudaError_t e = arena.reserve(total); e != cudaSuccess) return fail_cuda(api, "cudaMallocHost", e);
+  char* cursor = static_cast<char*>(arena.base);
+  for (size_t i = 0; i < n; ++i) {
+    void* device = operands[i].data;
+    operands[i].data = cursor;
+    cursor += aligned(operands[i].size_bytes);
+    if (operands[i].size_bytes == 0) continue;
+    if (cudaError_t e = cudaMemcpyAsync(operands[i].data, device, operands[i].size_bytes, cudaMemcpyDeviceToHost, stream); e != cudaSuccess)
+      return fail_cuda(api, "cudaMemcpyAsync (operand to host)", e);
+  }
+  for (size_t i = 0; i < m; ++i) {
+    device_results[i] = results[i].data;
+    results[i].data = cursor;
+    cursor += aligned(results[i].size_bytes);
+  }
+  if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return fail_cuda(api, "cudaStreamSynchronize", e);
+  char message[2048] = {0};
+  if (host->call(host->ctx, operands.data(), n, results.data(), m, message, sizeof(message)) != 0) return fail(api, message);
+  for (size_t i = 0; i < m; ++i) {
+    if (results[i].size_bytes == 0) continue;
+    if (cudaError_t e = cudaMemcpyAsync(device_results[i], results[i].data, results[i].size_bytes, cudaMemcpyHostToDevice, stream); e != cudaSuccess)
+      return fail_cuda(api, "cudaMemcpyAsync (result to device)", e);
+  }
+  // The arena is this thread's and is reused by its next call: the copies must be done with it.
+  if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return fail_cuda(api, "cudaStreamSynchronize", e);
+  return nullptr;
+}
+
+struct OrderedPackage {
+  PbHostDispatch host;
+  void* block = nullptr;
+  size_t capacity = 0;
+  std::vector<PbHostTensor> operands;
+  std::vector<std::vector<int64_t>> dims;  // the frame's dims do not outlive the handler
+};
+
+void CUDART_CB deliver(void* data) {
+  auto* p = static_cast<OrderedPackage*>(data);
+  char message[512];
+  (void)p->host.enqueue(p->host.ctx, p->operands.data(), p->operands.size(), message, sizeof(message));
+  p->host.release(p->host.ctx);
+  staging_pool().give(p->block, p->capacity);
+  delete p;
+}
+
+XLA_FFI_Error* run_ordered(XLA_FFI_CallFrame* frame, const PbHostDispatch* host) {
+  const XLA_FFI_Api* api = frame->api;
+  auto* p = new (std::nothrow) OrderedPackage();
+  if (!p) {
+    host->release(host->ctx);
+    return fail(api, "plugboard CUDA bridge: out of memory");
+  }
+  p->host = *host;
+  auto abandon = [&](XLA_FFI_Error* e) {
+    if (p->block) staging_pool().give(p->block, p->capacity);
+    p->host.release(p->host.ctx);
+    delete p;
+    return e;
+  };
+  cudaStream_t stream;
+  if (cudaError_t e = stream_of(frame, &stream); e != cudaSuccess) return abandon(fail_cuda(api, "XLA_FFI_Stream_Get", e));
+  const size_t n = static_cast<size_t>(frame->args.size);
+  p->operands.resize(n);
+  p->dims.resize(n);
+  size_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!describe(frame->args.types[i], frame->args.args[i], p->operands[i]))
+      return abandon(fail(api, "plugboard CUDA bridge: an operand is not an array it can pass on"));
+    p->dims[i].assign(p->operands[i].dims, p->operands[i].dims + p->operands[i].rank);
+    p->operands[i].dims = p->dims[i].data();
+    total += aligned(p->operands[i].size_bytes);
+  }
+  if (cudaError_t e = staging_pool().take(std::max<size_t>(total, 1), &p->block, &p->capacity); e != cudaSuccess)
+    return abandon(fail_cuda(api, "cudaMallocHost", e));
+  char* cursor = static_cast<char*>(p->block);
+  for (size_t i = 0; i < n; ++i) {
+    void* device = p->operands[i].data;
+    p->operands[i].data = cursor;
+    cursor += aligned(p->operands[i].size_bytes);
+    if (p->operands[i].size_bytes == 0) continue;
+    if (cudaError_t e = cudaMemcpyAsync(p->operands[i].data, device, p->operands[i].size_bytes, cudaMemcpyDeviceToHost, stream); e != cudaSuccess)
+      return abandon(fail_cuda(api, "cudaMemcpyAsync (operand to staging)", e));
+  }
+  if (cudaError_t e = cudaLaunchHostFunc(stream, &deliver, p); e != cudaSuccess)
+    return abandon(fail_cuda(api, "cudaLaunchHostFunc", e));
+  return nullptr;  // `deliver` owns the package now
+}
+
+const PbDeviceBridge kBridge = {sizeof(PbDeviceBridge), PB_DEVICE_BRIDGE_VERSION, "CUDA", &available, &run_blocking, &run_ordered};
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) const PbDeviceBridge* plugboard_device_bridge(void) { return &kBridge; }

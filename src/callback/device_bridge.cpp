@@ -1,0 +1,90 @@
+#include "callback/device_bridge.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+namespace plugboard {
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::filesystem::path running_program_folder() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::filesystem::path() : exe.parent_path();
+}
+
+}  // namespace
+
+std::string device_bridge_file_name(std::string_view platform) { return "libplugboard_" + lower(platform) + "_bridge.so"; }
+
+std::vector<std::filesystem::path> device_bridge_search_path(std::string_view platform,
+                                                              const std::filesystem::path& plugin_path) {
+  std::vector<std::filesystem::path> out;
+  const std::string var = "PLUGBOARD_" + [&] {
+    std::string u(platform);
+    for (char& c : u) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return u;
+  }() + "_BRIDGE";
+  if (const char* env = std::getenv(var.c_str()); env && *env) out.emplace_back(env);
+  const std::string file = device_bridge_file_name(platform);
+  if (!plugin_path.empty()) out.push_back(plugin_path.parent_path() / file);
+  if (auto dir = running_program_folder(); !dir.empty()) {
+    out.push_back(dir / file);
+    out.push_back(dir.parent_path() / "lib" / file);
+    out.push_back(dir / "../src/callback/cuda" / file);  // the build tree: tools/plugboard -> src/callback/cuda
+  }
+  return out;
+}
+
+Expected<const PbDeviceBridge*> load_device_bridge(std::string_view platform, const std::filesystem::path& plugin_path) {
+  static std::mutex mutex;
+  static std::map<std::filesystem::path, const PbDeviceBridge*> loaded;
+  std::lock_guard lock(mutex);
+  std::string looked;
+  for (const auto& candidate : device_bridge_search_path(platform, plugin_path)) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(candidate, ec)) {
+      looked += "\n  " + candidate.string();
+      continue;
+    }
+    auto path = std::filesystem::weakly_canonical(candidate, ec);
+    if (ec) path = candidate;
+    if (auto it = loaded.find(path); it != loaded.end()) return it->second;
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      const char* why = dlerror();
+      return make_error(Code::kFailedPrecondition,
+                        "device bridge " + path.string() + " cannot be loaded: " + (why ? why : "dlopen failed"));
+    }
+    auto* get = reinterpret_cast<PbGetDeviceBridge*>(dlsym(handle, "plugboard_device_bridge"));
+    const PbDeviceBridge* bridge = get ? get() : nullptr;
+    if (!bridge)
+      return make_error(Code::kFailedPrecondition,
+                        "device bridge " + path.string() + " exports no plugboard_device_bridge (or it returned null)");
+    if (bridge->struct_size < sizeof(PbDeviceBridge) || bridge->version != PB_DEVICE_BRIDGE_VERSION)
+      return make_error(Code::kFailedPrecondition, "device bridge " + path.string() + " speaks bridge version " +
+                                                       std::to_string(bridge->version) + "; this plugboard speaks " +
+                                                       std::to_string(PB_DEVICE_BRIDGE_VERSION));
+    if (!bridge->platform || lower(bridge->platform) != lower(platform))
+      return make_error(Code::kFailedPrecondition, "device bridge " + path.string() + " serves platform " +
+                                                       (bridge->platform ? bridge->platform : "(none)") + ", not " +
+                                                       std::string(platform));
+    loaded.emplace(path, bridge);
+    return bridge;
+  }
+  return make_error(Code::kNotFound, "no device bridge for platform " + std::string(platform) + " (" +
+                                         device_bridge_file_name(platform) + "); looked in:" + looked);
+}
+
+}  // namespace plugboard

@@ -1,0 +1,28 @@
+// Finding and loading a device bridge (device_bridge_abi.h), the vendor-runtime half of host
+// callbacks on an accelerator. Only ever loaded for a client of that vendor's plugin, so the base
+// library runs on machines without any GPU software.
+#pragma once
+
+#include <filesystem>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "callback/device_bridge_abi.h"
+
+namespace plugboard {
+
+// The file name a bridge for `platform` has: "libplugboard_cuda_bridge.so" for "CUDA".
+std::string device_bridge_file_name(std::string_view platform);
+
+// Where the bridge for `platform` is looked for, in order: $PLUGBOARD_CUDA_BRIDGE (a file), the
+// folder of the plugin (a bundle ships it beside its CUDA target), the running program's folder, and
+// that folder's ../lib.
+std::vector<std::filesystem::path> device_bridge_search_path(std::string_view platform,
+                                                              const std::filesystem::path& plugin_path);
+
+// Loads (once per file; never unloaded) the first bridge found and checks its version and platform.
+// NOT_FOUND lists every place looked in.
+Expected<const PbDeviceBridge*> load_device_bridge(std::string_view platform, const std::filesystem::path& plugin_path);
+
+}  // namespace plugboard

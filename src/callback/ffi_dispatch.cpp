@@ -1,0 +1,303 @@
+#include "callback/ffi_dispatch.h"
+
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "callback/execution_state.h"
+#include "callback/ordered_delivery.h"
+
+namespace plugboard::internal {
+
+namespace {
+
+std::array<std::atomic<const TargetSlot*>, kMaxCallbackTargets> g_slots{};
+std::mutex g_bind_mutex;
+size_t g_bound = 0;
+
+// Small arrays on the stack: the common callback has a handful of operands.
+template <class T, size_t N = 8>
+class SmallVector {
+ public:
+  explicit SmallVector(size_t n) : size_(n) {
+    if (n > N) heap_.resize(n);
+  }
+  T* data() { return size_ > N ? heap_.data() : inline_.data(); }
+  T& operator[](size_t i) { return data()[i]; }
+  size_t size() const { return size_; }
+  std::span<T> span() { return {data(), size_}; }
+
+ private:
+  size_t size_;
+  std::array<T, N> inline_{};
+  std::vector<T> heap_;
+};
+
+XLA_FFI_Error* fail(const XLA_FFI_Api* api, Code code, const std::string& message) noexcept {
+  return abi::ffi_error(api, abi::ffi_code(code), message.c_str());
+}
+
+// Copies the scalar and string attributes of the call (arrays and dictionaries are skipped).
+std::vector<CallbackAttribute> read_attributes(const XLA_FFI_Attrs& attrs) {
+  std::vector<CallbackAttribute> out;
+  if (attrs.size <= 0 || !attrs.types || !attrs.names || !attrs.attrs) return out;
+  for (int64_t i = 0; i < attrs.size; ++i) {
+    const XLA_FFI_ByteSpan* name = attrs.names[i];
+    if (!name) continue;
+    CallbackAttribute a;
+    a.name.assign(name->ptr, name->len);
+    void* v = attrs.attrs[i];
+    if (attrs.types[i] == XLA_FFI_AttrType_STRING) {
+      const auto* s = static_cast<const XLA_FFI_ByteSpan*>(v);
+      a.value = std::string(s->ptr, s->len);
+    } else if (attrs.types[i] == XLA_FFI_AttrType_SCALAR) {
+      const auto* s = static_cast<const XLA_FFI_Scalar*>(v);
+      switch (s->dtype) {
+        case XLA_FFI_DataType_PRED: a.value = *static_cast<const bool*>(s->value); break;
+        case XLA_FFI_DataType_S8: a.value = int64_t{*static_cast<const int8_t*>(s->value)}; break;
+        case XLA_FFI_DataType_S16: a.value = int64_t{*static_cast<const int16_t*>(s->value)}; break;
+        case XLA_FFI_DataType_S32: a.value = int64_t{*static_cast<const int32_t*>(s->value)}; break;
+        case XLA_FFI_DataType_S64: a.value = *static_cast<const int64_t*>(s->value); break;
+        case XLA_FFI_DataType_U8: a.value = int64_t{*static_cast<const uint8_t*>(s->value)}; break;
+        case XLA_FFI_DataType_U16: a.value = int64_t{*static_cast<const uint16_t*>(s->value)}; break;
+        case XLA_FFI_DataType_U32: a.value = int64_t{*static_cast<const uint32_t*>(s->value)}; break;
+        case XLA_FFI_DataType_U64: a.value = static_cast<int64_t>(*static_cast<const uint64_t*>(s->value)); break;
+        case XLA_FFI_DataType_F32: a.value = double{*static_cast<const float*>(s->value)}; break;
+        case XLA_FFI_DataType_F64: a.value = *static_cast<const double*>(s->value); break;
+        default: continue;
+      }
+    } else {
+      continue;
+    }
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+// Checks one operand or result the plugin handed over and describes it as a host tensor.
+Status describe(const TargetSlot& slot, const char* what, int64_t index, int type, void* raw, PbHostTensor& out) {
+  auto which = [&] {
+    return std::string(what) + " " + std::to_string(index) + " of host callback '" + slot.name + "'";
+  };
+  if (type != XLA_FFI_ArgType_BUFFER || !raw) return invalid_argument(which() + " is not an array");
+  const auto* b = static_cast<const XLA_FFI_Buffer*>(raw);
+  const DType dtype = abi::dtype_from_ffi(b->dtype);
+  if (dtype == DType::kInvalid)
+    return invalid_argument(which() + " has XLA element type " + std::to_string(b->dtype) +
+                            ", which plugboard does not pass to host functions");
+  if (b->rank < 0 || (b->rank > 0 && !b->dims)) return invalid_argument(which() + " has no valid dimensions");
+  auto count = element_count(std::span<const int64_t>(b->dims, static_cast<size_t>(b->rank)));
+  if (!count) return invalid_argument(which() + " has invalid dimensions");
+  out.dtype = b->dtype;
+  out.rank = static_cast<int32_t>(b->rank);
+  out.dims = b->dims;
+  out.data = b->data;
+  out.size_bytes = *count * dtype_size(dtype);
+  return ok();
+}
+
+TensorView view_of(const PbHostTensor& t) {
+  return {abi::dtype_from_ffi(t.dtype), {t.dims, static_cast<size_t>(t.rank)},
+          {static_cast<const std::byte*>(t.data), t.size_bytes}};
+}
+
+void write_error(char* error, size_t error_size, const std::string& message) {
+  if (!error || error_size == 0) return;
+  std::snprintf(error, error_size, "%s", message.c_str());
+}
+
+// --- The host side of a call, shared by the CPU path and the device bridges. ---
+
+struct BlockingContext {
+  const TargetSlot* slot;
+  const HostCallbacks::Entry* entry;
+  const XLA_FFI_CallFrame* frame;
+};
+
+Status call_blocking(const BlockingContext& c, std::span<const PbHostTensor> operands,
+                     std::span<const PbHostTensor> results) {
+  SmallVector<TensorView> in(operands.size());
+  for (size_t i = 0; i < operands.size(); ++i) in[i] = view_of(operands[i]);
+  SmallVector<MutableTensorView> out(results.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    const PbHostTensor& t = results[i];
+    out[i] = {abi::dtype_from_ffi(t.dtype), {t.dims, static_cast<size_t>(t.rank)},
+              {static_cast<std::byte*>(t.data), t.size_bytes}};
+  }
+  std::vector<CallbackAttribute> attributes;
+  if (c.frame->attrs.size > 0) attributes = read_attributes(c.frame->attrs);
+  BlockingCall call(c.slot->name, in.span(), out.span(), attributes);
+  return c.entry->blocking(call);
+}
+
+int bridge_call(void* ctx, const PbHostTensor* operands, size_t num_operands, PbHostTensor* results,
+                size_t num_results, char* error, size_t error_size) {
+  const auto& c = *static_cast<const BlockingContext*>(ctx);
+  try {
+    Status st = call_blocking(c, {operands, num_operands}, {results, num_results});
+    if (st) return 0;
+    write_error(error, error_size, st.error().to_string());
+  } catch (const std::exception& e) {
+    write_error(error, error_size, std::string("threw ") + e.what());
+  } catch (...) {
+    write_error(error, error_size, "threw an exception that is not a std::exception");
+  }
+  return 1;
+}
+
+struct PendingOrdered {
+  std::shared_ptr<ExecutionState> state;
+  const HostCallbacks::Entry* entry;
+  OrderedCall call;  // name, execution, sequence and attributes filled; operands filled on enqueue
+};
+
+Status enqueue_ordered(PendingOrdered& p, std::span<const PbHostTensor> operands) {
+  p.call.operands.reserve(operands.size());
+  for (const PbHostTensor& t : operands) {
+    io::HostArray a;
+    a.dtype = abi::dtype_from_ffi(t.dtype);
+    a.dims.assign(t.dims, t.dims + t.rank);
+    const auto* bytes = static_cast<const std::byte*>(t.data);
+    a.data.assign(bytes, bytes + t.size_bytes);
+    p.call.operands.push_back(std::move(a));
+  }
+  auto state = p.state;
+  const HostCallbacks::Entry* entry = p.entry;
+  OrderedDelivery& delivery = state->receiver->delivery();
+  const uint64_t ticket = delivery.post([state, entry, call = std::move(p.call)]() mutable {
+    try {
+      Status st = entry->ordered(call);
+      if (!st)
+        state->record_ordered_error(std::move(st).error().annotate("ordered host callback '" + call.name + "' (call " +
+                                                                   std::to_string(call.sequence) + ")"));
+    } catch (const std::exception& e) {
+      state->record_ordered_error(Error(Code::kInternal, "ordered host callback '" + call.name + "' threw " + e.what()));
+    } catch (...) {
+      state->record_ordered_error(Error(Code::kInternal, "ordered host callback '" + call.name + "' threw"));
+    }
+  });
+  state->note_ticket(ticket);
+  return ok();
+}
+
+int bridge_enqueue(void* ctx, const PbHostTensor* operands, size_t num_operands, char* error, size_t error_size) {
+  try {
+    Status st = enqueue_ordered(*static_cast<PendingOrdered*>(ctx), {operands, num_operands});
+    if (st) return 0;
+    write_error(error, error_size, st.error().to_string());
+  } catch (const std::exception& e) {
+    write_error(error, error_size, std::string("queuing failed: ") + e.what());
+  }
+  return 1;
+}
+
+void bridge_release(void* ctx) { delete static_cast<PendingOrdered*>(ctx); }
+
+// --- The handler. ---
+
+XLA_FFI_Error* dispatch(size_t index, XLA_FFI_CallFrame* frame) noexcept {
+  if (!frame) return nullptr;
+  if (abi::ffi_answer_metadata(frame)) return nullptr;
+  const XLA_FFI_Api* api = frame->api;
+  const TargetSlot* slot = g_slots[index].load(std::memory_order_acquire);
+  if (!slot) return fail(api, Code::kInternal, "plugboard host-callback handler " + std::to_string(index) + " is not bound");
+  if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return nullptr;
+  try {
+    auto* state = static_cast<ExecutionState*>(abi::ffi_execution_user_data(frame, slot->type_id));
+    if (!state)
+      return fail(api, Code::kFailedPrecondition,
+                  "host callback '" + slot->name +
+                      "' was called by an execution that carries no plugboard receiver: run the program through "
+                      "plugboard's execute_with_callbacks (or `plugboard run`)");
+    const HostCallbacks::Entry* entry = state->receiver->find(slot->name);
+    if (!entry) {
+      std::string bound;
+      for (const auto& n : state->receiver->names()) bound += (bound.empty() ? "" : ", ") + n;
+      return fail(api, Code::kNotFound,
+                  "the program calls host callback '" + slot->name + "', which this execution's receiver does not bind" +
+                      (bound.empty() ? std::string(" (it binds none)") : " (it binds: " + bound + ")"));
+    }
+
+    if (entry->kind == CallbackKind::kOrdered) {
+      if (frame->rets.size > 0)
+        return fail(api, Code::kInvalidArgument,
+                    "ordered host callback '" + slot->name + "' cannot return results; the program declares " +
+                        std::to_string(frame->rets.size) + " (make it a blocking callback)");
+      auto pending = std::make_unique<PendingOrdered>();
+      pending->state = state->shared_from_this();
+      pending->entry = entry;
+      pending->call.name = slot->name;
+      pending->call.execution = state->id;
+      pending->call.sequence = state->next_sequence.fetch_add(1);
+      if (frame->attrs.size > 0) pending->call.attributes = read_attributes(frame->attrs);
+      if (slot->bridge) {
+        PbHostDispatch host{pending.release(), nullptr, &bridge_enqueue, &bridge_release};
+        return slot->bridge->run_ordered(frame, &host);  // the bridge releases the context
+      }
+      SmallVector<PbHostTensor> operands(static_cast<size_t>(std::max<int64_t>(frame->args.size, 0)));
+      for (size_t i = 0; i < operands.size(); ++i)
+        if (Status st = describe(*slot, "operand", static_cast<int64_t>(i), frame->args.types[i], frame->args.args[i], operands[i]); !st)
+          return fail(api, st.error().code(), st.error().message());
+      if (Status st = enqueue_ordered(*pending, operands.span()); !st)
+        return fail(api, st.error().code(), st.error().to_string());
+      return nullptr;
+    }
+
+    state->blocking_calls.fetch_add(1, std::memory_order_relaxed);
+    BlockingContext context{slot, entry, frame};
+    if (slot->bridge) {
+      PbHostDispatch host{&context, &bridge_call, nullptr, nullptr};
+      return slot->bridge->run_blocking(frame, &host);
+    }
+    SmallVector<PbHostTensor> operands(static_cast<size_t>(std::max<int64_t>(frame->args.size, 0)));
+    for (size_t i = 0; i < operands.size(); ++i)
+      if (Status st = describe(*slot, "operand", static_cast<int64_t>(i), frame->args.types[i], frame->args.args[i], operands[i]); !st)
+        return fail(api, st.error().code(), st.error().message());
+    SmallVector<PbHostTensor> results(static_cast<size_t>(std::max<int64_t>(frame->rets.size, 0)));
+    for (size_t i = 0; i < results.size(); ++i)
+      if (Status st = describe(*slot, "result", static_cast<int64_t>(i), frame->rets.types[i], frame->rets.rets[i], results[i]); !st)
+        return fail(api, st.error().code(), st.error().message());
+    Status st = call_blocking(context, operands.span(), results.span());
+    if (!st) {
+      Error e = std::move(st).error();
+      return fail(api, e.code(), "host callback '" + slot->name + "' failed: " + e.to_string());
+    }
+    return nullptr;
+  } catch (const std::exception& e) {
+    return fail(api, Code::kInternal, "host callback '" + slot->name + "' threw " + e.what());
+  } catch (...) {
+    return fail(api, Code::kInternal, "host callback '" + slot->name + "' threw an exception that is not a std::exception");
+  }
+}
+
+template <size_t K>
+XLA_FFI_Error* slot_handler(XLA_FFI_CallFrame* frame) {
+  return dispatch(K, frame);
+}
+
+template <size_t... K>
+constexpr std::array<XLA_FFI_Handler*, sizeof...(K)> make_handlers(std::index_sequence<K...>) {
+  return {&slot_handler<K>...};
+}
+
+constexpr auto kHandlers = make_handlers(std::make_index_sequence<kMaxCallbackTargets>{});
+
+}  // namespace
+
+Expected<XLA_FFI_Handler*> bind_target_slot(std::unique_ptr<TargetSlot> slot) {
+  std::lock_guard lock(g_bind_mutex);
+  if (g_bound >= kMaxCallbackTargets)
+    return make_error(Code::kResourceExhausted, "cannot register host callback '" + slot->name + "' with " + slot->plugin +
+                                                    ": all " + std::to_string(kMaxCallbackTargets) +
+                                                    " callback targets of this process are in use");
+  const size_t index = g_bound++;
+  g_slots[index].store(slot.release(), std::memory_order_release);  // never freed: the plugin keeps it
+  return kHandlers[index];
+}
+
+}  // namespace plugboard::internal

@@ -1,0 +1,32 @@
+// Internal: what plugboard registered in one plugin's FFI registry.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "abi/ffi.h"
+#include "base/status.h"
+#include "callback/device_bridge_abi.h"
+#include "runtime/client.h"
+
+namespace plugboard::internal {
+
+struct PluginFfi {
+  const Plugin* plugin = nullptr;
+  const PB_PJRT_FFI_Extension* extension = nullptr;
+  int64_t type_id = 0;                     // ExecutionState's id in this plugin's registry
+  std::string platform;                    // "Host", "CUDA"
+  const PbDeviceBridge* bridge = nullptr;  // null on the host platform
+  std::map<std::string, bool, std::less<>> targets;  // registered names
+  std::optional<Status> self_test;
+};
+
+// The plugin's registrations, made on first use (the FFI extension found, the user-data type
+// registered, the device bridge loaded where the platform needs one). Thread-safe; the result
+// lives as long as the process.
+Expected<PluginFfi*> plugin_ffi(const Client& client);
+
+}  // namespace plugboard::internal

@@ -1,0 +1,524 @@
+// Host callbacks on the three real CPU plugins (PJRT 0.81, 0.106, 0.115): blocking and ordered calls,
+// dtypes and shapes, loops, errors, routing per execution, and the refusals.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "callback/execute.h"
+#include "callback/host_callbacks.h"
+#include "callback/registry.h"
+#include "test_env.h"
+
+namespace plugboard {
+namespace {
+
+using testing::cpu_plugins;
+using testing::RealPlugin;
+
+std::string module(const std::string& body_args, const std::string& result_types, const std::string& body) {
+  return "module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n"
+         "  func.func public @main(" + body_args + ") -> " + result_types + " {\n" + body + "  }\n}\n";
+}
+
+template <class T>
+std::vector<T> read(const Buffer& b) {
+  auto bytes = b.to_host();
+  EXPECT_TRUE(bytes) << bytes.error().to_string();
+  std::vector<T> out(bytes ? bytes->size() / sizeof(T) : 0);
+  if (bytes && !bytes->empty()) std::memcpy(out.data(), bytes->data(), bytes->size());
+  return out;
+}
+
+template <class T>
+std::vector<T> values_of(const TensorView& v) {
+  std::vector<T> out(v.bytes.size() / sizeof(T));
+  if (!out.empty()) std::memcpy(out.data(), v.bytes.data(), v.bytes.size());
+  return out;
+}
+
+class CallbackTest : public ::testing::TestWithParam<RealPlugin> {
+ protected:
+  void SetUp() override {
+    client_ = testing::make_client(GetParam().path);
+    ASSERT_TRUE(client_);
+  }
+
+  // Declares the receiver's names on the client, then compiles `text`.
+  std::shared_ptr<Executable> compile(const std::string& text, const HostCallbacks& receiver) {
+    auto declared = declare_callbacks(*client_, receiver);
+    EXPECT_TRUE(declared) << declared.error().to_string();
+    auto program = Program::from_bytes(text, "callback_test.mlir");
+    EXPECT_TRUE(program) << program.error().to_string();
+    auto exe = client_->compile(*program);
+    EXPECT_TRUE(exe) << exe.error().to_string();
+    return exe ? *exe : nullptr;
+  }
+
+  template <class T>
+  Buffer upload(const std::vector<T>& v, DType dtype, std::vector<int64_t> dims) {
+    auto b = client_->buffer_from_host(std::as_bytes(std::span(v)), dtype, dims);
+    EXPECT_TRUE(b) << b.error().to_string();
+    return b ? std::move(*b) : Buffer();
+  }
+
+  std::shared_ptr<Client> client_;
+};
+
+TEST_P(CallbackTest, SelfTestPasses) { PB_ASSERT_OK(check_callbacks(*client_)); }
+
+TEST_P(CallbackTest, BlockingCallbackComputesWhatTheProgramUses) {
+  auto receiver = std::make_shared<HostCallbacks>();
+  std::vector<float> seen;
+  PB_ASSERT_OK(receiver->add_blocking("pb_test_scale", [&](const BlockingCall& call) -> Status {
+    const TensorView& x = call.operands()[0];
+    if (x.shape() != "f32[4]") return invalid_argument("unexpected operand " + x.shape());
+    seen = values_of<float>(x);
+    const AttributeValue* factor = call.attribute("factor");
+    if (!factor || !std::holds_alternative<double>(*factor)) return invalid_argument("no factor attribute");
+    std::vector<float> out = seen;
+    for (float& v : out) v *= static_cast<float>(std::get<double>(*factor));
+    return call.set_result(0, TensorView{DType::kF32, x.dims, std::as_bytes(std::span(out))});
+  }));
+  auto exe = compile(module("%x: tensor<4xf32>", "tensor<4xf32>",
+                            "    %0 = stablehlo.custom_call @pb_test_scale(%x) {api_version = 4 : i32, "
+                            "backend_config = {factor = 2.5 : f32}} : (tensor<4xf32>) -> tensor<4xf32>\n"
+                            "    %1 = stablehlo.add %0, %x : tensor<4xf32>\n    return %1 : tensor<4xf32>\n"),
+                     *receiver);
+  ASSERT_TRUE(exe);
+  Buffer x = upload(std::vector<float>{1, 2, 3, -4}, DType::kF32, {4});
+  Buffer* args[] = {&x};
+  auto out = execute_with_callbacks(*exe, args, receiver);
+  PB_ASSERT_OK(out);
+  EXPECT_EQ(seen, (std::vector<float>{1, 2, 3, -4}));
+  EXPECT_EQ(read<float>((*out)[0]), (std::vector<float>{3.5f, 7, 10.5f, -14}));
+}
+
+// Every dtype plugboard handles, as scalars, zero-size and 2-d arrays: the host sees the program's
+// dtype, dims and bytes, and its results come back byte for byte.
+TEST_P(CallbackTest, OperandsAndResultsOfEveryDtypeAndShape) {
+  const std::vector<std::pair<DType, std::string>> types = {
+      {DType::kBool, "i1"}, {DType::kI8, "i8"},     {DType::kI16, "i16"},  {DType::kI32, "i32"},
+      {DType::kI64, "i64"}, {DType::kU8, "ui8"},    {DType::kU16, "ui16"}, {DType::kU32, "ui32"},
+      {DType::kU64, "ui64"}, {DType::kF16, "f16"},  {DType::kBF16, "bf16"}, {DType::kF32, "f32"},
+      {DType::kF64, "f64"}, {DType::kC64, "complex<f32>"}, {DType::kC128, "complex<f64>"}};
+  const std::vector<std::pair<std::vector<int64_t>, std::string>> shapes = {
+      {{}, ""}, {{0, 3}, "0x3x"}, {{2, 3}, "2x3x"}};
+  auto receiver = std::make_shared<HostCallbacks>();
+  std::vector<std::string> seen;
+  // Returns the operand with every byte inverted, so the result is not the operand passed through.
+  PB_ASSERT_OK(receiver->add_blocking("pb_test_invert", [&](const BlockingCall& call) -> Status {
+    const TensorView& x = call.operands()[0];
+    seen.push_back(x.shape());
+    std::vector<std::byte> bytes(x.bytes.begin(), x.bytes.end());
+    for (auto& b : bytes) b = ~b;
+    if (x.dtype == DType::kBool)
+      for (auto& b : bytes) b &= std::byte{1};
+    return call.set_result(0, TensorView{x.dtype, x.dims, bytes});
+  }));
+  PB_ASSERT_OK(declare_callbacks(*client_, *receiver));
+  for (const auto& [dtype, mlir] : types) {
+    for (const auto& [dims, prefix] : shapes) {
+      const std::string t = "tensor<" + prefix + mlir + ">";
+      auto exe = compile(module("%x: " + t, t,
+                                "    %0 = stablehlo.custom_call @pb_test_invert(%x) {api_version = 4 : i32} : (" + t +
+                                    ") -> " + t + "\n    return %0 : " + t + "\n"),
+                         *receiver);
+      ASSERT_TRUE(exe) << t;
+      const size_t n = element_count(dims).value() * dtype_size(dtype);
+      std::vector<uint8_t> input(n);
+      for (size_t i = 0; i < n; ++i) input[i] = static_cast<uint8_t>(dtype == DType::kBool ? (i % 2) : (i * 37 + 11));
+      auto x = client_->buffer_from_host(std::as_bytes(std::span(input)), dtype, dims);
+      PB_ASSERT_OK(x);
+      Buffer* args[] = {&*x};
+      seen.clear();
+      auto out = execute_with_callbacks(*exe, args, receiver);
+      PB_ASSERT_OK(out);
+      if (n == 0) {
+        // XLA folds a zero-size result to an empty array without making the call.
+        ASSERT_LE(seen.size(), 1u) << t;
+      } else {
+        ASSERT_EQ(seen.size(), 1u) << t;
+      }
+      if (!seen.empty()) EXPECT_EQ(seen[0], shape_string(dtype, dims)) << t;
+      auto got = read<uint8_t>((*out)[0]);
+      ASSERT_EQ(got.size(), n) << t;
+      for (size_t i = 0; i < n; ++i) {
+        const uint8_t want = dtype == DType::kBool ? static_cast<uint8_t>(~input[i] & 1) : static_cast<uint8_t>(~input[i]);
+        ASSERT_EQ(got[i], want) << t << " byte " << i;
+      }
+    }
+  }
+}
+
+TEST_P(CallbackTest, SeveralCallbacksInOneProgramWithSeveralOperandsAndResults) {
+  auto receiver = std::make_shared<HostCallbacks>();
+  std::vector<std::string> order;
+  PB_ASSERT_OK(receiver->add_blocking("pb_test_sum_and_diff", [&](const BlockingCall& call) -> Status {
+    order.push_back("sum_and_diff");
+    auto a = values_of<int32_t>(call.operands()[0]);
+    auto b = values_of<int32_t>(call.operands()[1]);
+    std::vector<int32_t> sum(a.size()), diff(a.size());
+    for (size_t i = 0; i < a.size(); ++i) sum[i] = a[i] + b[i], diff[i] = a[i] - b[i];
+    PB_RETURN_IF_ERROR(call.set_result(0, TensorView{DType::kI32, call.operands()[0].dims, std::as_bytes(std::span(sum))}));
+    return call.set_result(1, TensorView{DType::kI32, call.operands()[0].dims, std::as_bytes(std::span(diff))});
+  }));
+  PB_ASSERT_OK(receiver->add_blocking("pb_test_total", [&](const BlockingCall& call) -> Status {
+    order.push_back("total");
+    int64_t total = 0;
+    for (const TensorView& v : call.operands())
+      for (int32_t x : values_of<int32_t>(v)) total += x;
+    return call.set_result(0, TensorView{DType::kI64, {}, std::as_bytes(std::span(&total, 1))});
+  }));
+  auto exe = compile(module("%a: tensor<3xi32>, %b: tensor<3xi32>", "(tensor<3xi32>, tensor<i64>)",
+                            "    %s, %d = stablehlo.custom_call @pb_test_sum_and_diff(%a, %b) {api_version = 4 : i32} : "
+                            "(tensor<3xi32>, tensor<3xi32>) -> (tensor<3xi32>, tensor<3xi32>)\n"
+                            "    %t = stablehlo.custom_call @pb_test_total(%s, %d) {api_version = 4 : i32} : "
+                            "(tensor<3xi32>, tensor<3xi32>) -> tensor<i64>\n"
+                            "    return %s, %t : tensor<3xi32>, tensor<i64>\n"),
+                     *receiver);
+  ASSERT_TRUE(exe);
+  Buffer a = upload(std::vector<int32_t>{10, 20, 30}, DType::kI32, {3});
+  Buffer b = upload(std::vector<int32_t>{1, 2, 3}, DType::kI32, {3});
+  Buffer* args[] = {&a, &b};
+  auto out = execute_with_callbacks(*exe, args, receiver);
+  PB_ASSERT_OK(out);
+  EXPECT_EQ(order, (std::vector<std::string>{"sum_and_diff", "total"}));
+  EXPECT_EQ(read<int32_t>((*out)[0]), (std::vector<int32_t>{11, 22, 33}));
+  EXPECT_EQ(read<int64_t>((*out)[1]), (std::vector<int64_t>{11 + 22 + 33 + 9 + 18 + 27}));
+}
+
+// A zero-size operand next to ordinary ones reaches the host with its dims and no bytes.
+TEST_P(CallbackTest, AZeroSizeOperandBesideOthersIsPassedWithItsDims) {
+  auto receiver = std::make_shared<HostCallbacks>();
+  std::vector<std::string> seen;
+  PB_ASSERT_OK(receiver->add_blocking("pb_test_zero", [&](const BlockingCall& call) -> Status {
+    for (const TensorView& v : call.operands()) seen.push_back(v.shape() + ":" + std::to_string(v.bytes.size()));
+    for (const MutableTensorView& r : call.results()) seen.push_back("->" + r.shape());
+    PB_RETURN_IF_ERROR(call.set_result(0, call.operands()[1]));
+    return call.set_result(1, call.operands()[0]);
+  }));
+  auto exe = compile(module("%z: tensor<0x3xf32>, %s: tensor<i64>", "(tensor<i64>, tensor<0x3xf32>)",
+                            "    %a, %b = stablehlo.custom_call @pb_test_zero(%z, %s) {api_version = 4 : i32} : "
+                            "(tensor<0x3xf32>, tensor<i64>) -> (tensor<i64>, tensor<0x3xf32>)\n"
+                            "    return %a, %b : tensor<i64>, tensor<0x3xf32>\n"),
+                     *receiver);
+  ASSERT_TRUE(exe);
+  Buffer z = upload(std::vector<float>{}, DType::kF32, {0, 3});
+  Buffer s = upload(std::vector<int64_t>{-42}, DType::kI64, {});
+  Buffer* args[] = {&z, &s};
+  auto out = execute_with_callbacks(*exe, args, receiver);
+  PB_ASSERT_OK(out);
+  EXPECT_EQ(seen, (std::vector<std::string>{"f32[0,3]:0", "i64[]:8", "->i64[]", "->f32[0,3]"}));
+  EXPECT_EQ(read<int64_t>((*out)[0]), (std::vector<int64_t>{-42}));
+  EXPECT_TRUE(read<float>((*out)[1]).empty());
+}
+
+constexpr const char* kLoopBody = R"(
+    %c0 = stablehlo.constant dense<0> : tensor<i32>
+    %c1 = stablehlo.constant dense<1> : tensor<i32>
+    %r:2 = stablehlo.while(%i = %c0, %acc = %c0) : tensor<i32>, tensor<i32>
+      cond {
+        %lt = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+        stablehlo.return %lt : tensor<i1>
+      } do {
+        CALL
+        %i2 = stablehlo.add %i, %c1 : tensor<i32>
+        stablehlo.return %i2, %acc2 : tensor<i32>, tensor<i32>
+      }
+    return %r#1 : tensor<i32>
+)";
+
+std::string loop_program(const std::string& call) {
+  std::string body = kLoopBody;
+  body.replace(body.find("CALL"), 4, call);
+  return module("%n: tensor<i32>", "tensor<i32>", body);
+}
+
+TEST_P(CallbackTest, BlockingCallbackInAWhileLoopRunsAThousandTimesInOrder) {
+  auto receiver = std::make_shared<HostCallbacks>();
+  std::vector<int32_t> seen;
+  PB_ASSERT_OK(receiver->add_blocking("pb_test_double", [&](const BlockingCall& call) -> Status {
+    const int32_t i = values_of<int32_t>(call.operands()[0])[0];
+    const int32_t acc = values_of<int32_t>(call.operands()[1])[0];
+    seen.push_back(i);
+    const int32_t next = acc + 2 * i;
+    return call.set_result(0, TensorView{DType::kI32, {}, std::as_bytes(std::span(&next, 1))});
+  }));
+  auto exe = compile(loop_program("%acc2 = stablehlo.custom_call @pb_test_double(%i, %acc) {api_version = 4 : i32} : "
+                                  "(tensor<i32>, tensor<i32>) -> tensor<i32>"),
+                     *receiver);
+  ASSERT_TRUE(exe);
+  Buffer n = upload(std::vector<int32_t>{1000}, DType::kI32, {});
+  Buffer* args[] = {&n};
+  auto run = execute_with_callbacks_async(*exe, args, receiver);
+  PB_ASSERT_OK(run);
+  PB_ASSERT_OK(run->await());
+  EXPECT_EQ(run->blocking_calls(), 1000u);
+  ASSERT_EQ(seen.size(), 1000u);
+  for (int32_t i = 0; i < 1000; ++i) ASSERT_EQ(seen[static_cast<size_t>(i)], i);
+  EXPECT_EQ(read<int32_t>(run->outputs[0]), (std::vector<int32_t>{999 * 1000}));
+}
+
+TEST_P(CallbackTest, OrderedCallbacksArriveInProgramOrderAndAllBeforeAwaitReturns) {
+  auto receiver = std::make_shared<HostCallbacks>();
+  std::mutex m;
+  std::vector<std::pair<uint64_t, int32_t>> seen;  // (sequence, value)
+  std::vector<std::string> labels;
+  std::atomic<std::thread::id> thread{};
+  PB_ASSERT_OK(receiver->add_ordered("pb_test_log", [&](const OrderedCall& call) -> Status {
+    std::lock_guard lock(m);
+    thread = std::this_thread::get_id();
+    seen.emplace_back(call.sequence, values_of<int32_t>(TensorView{call.operands[0].dtype, call.operands[0].dims,
+                                                                   call.operands[0].data})[0]);
+    if (const AttributeValue* label = call.attribute("label")) labels.push_back(attribute_to_string(*label));
+    return ok();
+  }));
+  auto exe = compile(loop_program("stablehlo.custom_call @pb_test_log(%i) {api_version = 4 : i32, has_side_effect = true, "
+                                  "backend_config = {label = \"i\"}} : (tensor<i32>) -> ()\n"
+                                  "        %acc2 = stablehlo.add %acc, %i : tensor<i32>"),
+                     *receiver);
+  ASSERT_TRUE(exe);
+  Buffer n = upload(std::vector<int32_t>{1000}, DType::kI32, {});
+  Buffer* args[] = {&n};
+  for (int round = 0; round < 3; ++round) {
+    {
+      std::lock_guard lock(m);
+      seen.clear();
+      labels.clear();
+    }
+    auto run = execute_with_callbacks_async(*exe, args, receiver);
+    PB_ASSERT_OK(run);
+    PB_ASSERT_OK(run->await());
+    // No sleeping, no polling: await() itself guarantees delivery.
+    std::lock_guard lock(m);
+    ASSERT_EQ(seen.size(), 1000u) << "round " << round;
+    for (size_t i = 0; i < 1000; ++i) {
+      ASSERT_EQ(seen[i].first, i);
+      ASSERT_EQ(seen[i].second, static_cast<int32_t>(i));
+    }
+    EXPECT_EQ(labels.size(), 1000u);
+    EXPECT_EQ(labels.front(), "i");
+    EXPECT_NE(thread.load(), std::this_thread::get_id()) << "ordered callbacks run on the receiver's thread";
+    EXPECT_EQ(read<int32_t>(run->outputs[0]), (std::vector<int32_t>{999 * 1000 / 2}));
+  }
+}
+
+TEST_P(CallbackTest, TheProgramDoesNotWaitForAnOrderedCallback) {
+  auto receiver = std::make_shared<HostCallbacks>();
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> delivered{0};
+  PB_ASSERT_OK(receiver->add_ordered("pb_test_slow_log", [&](const OrderedCall&) -> Status {
+    released.wait();  // the host is stuck until the test lets it go
+    ++delivered;
+    return ok();
+  }));
+  auto exe = compile(module("%x: tensor<4xf32>", "tensor<4xf32>",
+                            "    stablehlo.custom_call @pb_test_slow_log(%x) {api_version = 4 : i32, has_side_effect = "
+                            "true} : (tensor<4xf32>) -> ()\n    %0 = stablehlo.add %x, %x : tensor<4xf32>\n"
+                            "    stablehlo.custom_call @pb_test_slow_log(%0) {api_version = 4 : i32, has_side_effect = "
+                            "true} : (tensor<4xf32>) -> ()\n    return %0 : tensor<4xf32>\n"),
+                     *receiver);
+  ASSERT_TRUE(exe);
+  Buffer x = upload(std::vector<float>{1, 2, 3, 4}, DType::kF32, {4});
+  Buffer* args[] = {&x};
+  auto run = execute_with_callbacks_async(*exe, args, receiver);
+  PB_ASSERT_OK(run);
+  PB_ASSERT_OK(run->wait_executed());  // finished while the host function is still blocked
+  EXPECT_EQ(read<float>(run->outputs[0]), (std::vector<float>{2, 4, 6, 8}));
+  EXPECT_EQ(delivered.load(), 0);
+  release.set_value();
+  PB_ASSERT_OK(run->await());
+  EXPECT_EQ(delivered.load(), 2);
+  EXPECT_EQ(run->ordered_calls(), 2u);
+}
+
+TEST_P(CallbackTest, AFailingCallbackFailsThatExecutionOnlyWithItsMessage) {
+  auto receiver = std::make_shared<HostCallbacks>();
+  std::atomic<int> mode{0};  // 0 fine, 1 error, 2 throw, 3 wrong result type
+  PB_ASSERT_OK(receiver->add_blocking("pb_test_flaky", [&](const BlockingCall& call) -> Status {
+    if (mode == 1) return make_error(Code::kOutOfRange, "the host refused value 7");
+    if (mode == 2) throw std::runtime_error("host exploded");
+    if (mode == 3) {
+      const double wrong[4] = {0, 0, 0, 0};
+      const int64_t dims[1] = {4};
+      return call.set_result(0, TensorView{DType::kF64, dims, std::as_bytes(std::span(wrong))});
+    }
+    return call.set_result(0, call.operands()[0]);
+  }));
+  auto exe = compile(module("%x: tensor<4xf32>", "tensor<4xf32>",
+                            "    %0 = stablehlo.custom_call @pb_test_flaky(%x) {api_version = 4 : i32} : (tensor<4xf32>) "
+                            "-> tensor<4xf32>\n    return %0 : tensor<4xf32>\n"),
+                     *receiver);
+  ASSERT_TRUE(exe);
+  Buffer x = upload(std::vector<float>{1, 2, 3, 4}, DType::kF32, {4});
+  Buffer* args[] = {&x};
+  const std::vector<std::pair<int, std::string>> failures = {
+      {1, "the host refused value 7"},
+      {2, "host exploded"},
+      {3, "result 0 of host callback 'pb_test_flaky': the program expects f32[4], the host function gave f64[4]"}};
+  for (const auto& [m, message] : failures) {
+    mode = m;
+    auto out = execute_with_callbacks(*exe, args, receiver);
+    ASSERT_FALSE(out) << "mode " << m;
+    EXPECT_NE(out.error().to_string().find(message), std::string::npos) << out.error().to_string();
+    EXPECT_NE(out.error().to_string().find("pb_test_flaky"), std::string::npos) << out.error().to_string();
+    mode = 0;  // the client goes on working
+    auto again = execute_with_callbacks(*exe, args, receiver);
+    PB_ASSERT_OK(again);
+    EXPECT_EQ(read<float>((*again)[0]), (std::vector<float>{1, 2, 3, 4}));
+  }
+}
+
+TEST_P(CallbackTest, AFailingOrderedCallbackIsReportedByAwait) {
+  auto receiver = std::make_shared<HostCallbacks>();
+  PB_ASSERT_OK(receiver->add_ordered("pb_test_bad_log", [&](const OrderedCall& call) -> Status {
+    if (call.sequence == 1) return make_error(Code::kDataLoss, "disk full");
+    return ok();
+  }));
+  auto exe = compile(loop_program("stablehlo.custom_call @pb_test_bad_log(%i) {api_version = 4 : i32, has_side_effect = "
+                                  "true} : (tensor<i32>) -> ()\n        %acc2 = stablehlo.add %acc, %i : tensor<i32>"),
+                     *receiver);
+  ASSERT_TRUE(exe);
+  Buffer n = upload(std::vector<int32_t>{3}, DType::kI32, {});
+  Buffer* args[] = {&n};
+  auto out = execute_with_callbacks(*exe, args, receiver);
+  ASSERT_FALSE(out);
+  EXPECT_EQ(out.error().code(), Code::kDataLoss);
+  EXPECT_NE(out.error().to_string().find("ordered host callback 'pb_test_bad_log' (call 1)"), std::string::npos)
+      << out.error().to_string();
+}
+
+TEST_P(CallbackTest, TwoThreadsRunningOneProgramEachReachTheirOwnReceiver) {
+  struct Caller {
+    std::shared_ptr<HostCallbacks> receiver = std::make_shared<HostCallbacks>();
+    std::vector<float> seen;
+    std::vector<uint64_t> ordered_seen;
+  };
+  Caller callers[2];
+  for (int c = 0; c < 2; ++c) {
+    Caller& me = callers[c];
+    PB_ASSERT_OK(me.receiver->add_blocking("pb_test_route", [&me, c](const BlockingCall& call) -> Status {
+      me.seen.push_back(values_of<float>(call.operands()[0])[0]);
+      const float tag = static_cast<float>(c + 1) * 1000;
+      return call.set_result(0, TensorView{DType::kF32, {}, std::as_bytes(std::span(&tag, 1))});
+    }));
+    PB_ASSERT_OK(me.receiver->add_ordered("pb_test_route_log", [&me](const OrderedCall& call) -> Status {
+      me.ordered_seen.push_back(call.execution);
+      return ok();
+    }));
+  }
+  auto exe = compile(module("%x: tensor<f32>", "tensor<f32>",
+                            "    %0 = stablehlo.custom_call @pb_test_route(%x) {api_version = 4 : i32} : (tensor<f32>) -> "
+                            "tensor<f32>\n    stablehlo.custom_call @pb_test_route_log(%x) {api_version = 4 : i32, "
+                            "has_side_effect = true} : (tensor<f32>) -> ()\n"
+                            "    %1 = stablehlo.add %0, %x : tensor<f32>\n    return %1 : tensor<f32>\n"),
+                     *callers[0].receiver);
+  ASSERT_TRUE(exe);
+  constexpr int kRuns = 100;
+  std::atomic<int> failures{0};
+  auto work = [&](int c) {
+    for (int i = 0; i < kRuns; ++i) {
+      const float v = static_cast<float>(c * 100000 + i);
+      auto x = client_->buffer_from_host(std::as_bytes(std::span(&v, 1)), DType::kF32, {});
+      if (!x) { ++failures; continue; }
+      Buffer* args[] = {&*x};
+      auto out = execute_with_callbacks(*exe, args, callers[c].receiver);
+      if (!out) { ++failures; continue; }
+      auto bytes = (*out)[0].to_host();
+      float got = 0;
+      if (bytes) std::memcpy(&got, bytes->data(), sizeof(got));
+      if (got != static_cast<float>(c + 1) * 1000 + v) ++failures;
+    }
+  };
+  std::thread t0(work, 0), t1(work, 1);
+  t0.join();
+  t1.join();
+  EXPECT_EQ(failures.load(), 0);
+  for (int c = 0; c < 2; ++c) {
+    ASSERT_EQ(callers[c].seen.size(), static_cast<size_t>(kRuns)) << "caller " << c;
+    for (int i = 0; i < kRuns; ++i) EXPECT_EQ(callers[c].seen[static_cast<size_t>(i)], static_cast<float>(c * 100000 + i));
+    ASSERT_EQ(callers[c].ordered_seen.size(), static_cast<size_t>(kRuns));
+    for (int i = 0; i < kRuns; ++i) EXPECT_EQ(callers[c].ordered_seen[static_cast<size_t>(i)], static_cast<uint64_t>(i + 1));
+  }
+}
+
+TEST_P(CallbackTest, ANameBoundTwiceIsRefused) {
+  HostCallbacks receiver;
+  auto fn = [](const BlockingCall&) -> Status { return ok(); };
+  PB_ASSERT_OK(receiver.add_blocking("pb_test_twice", fn));
+  auto again = receiver.add_ordered("pb_test_twice", [](const OrderedCall&) -> Status { return ok(); });
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code(), Code::kAlreadyExists);
+  EXPECT_NE(again.error().message().find("'pb_test_twice' is bound already"), std::string::npos);
+  auto bad = receiver.add_blocking("9 lives", fn);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message().find("'9 lives' cannot name a host callback"), std::string::npos);
+  // Declaring a name twice on one plugin costs nothing and is not an error.
+  PB_ASSERT_OK(declare_callback_target(*client_, "pb_test_twice"));
+  PB_ASSERT_OK(declare_callback_target(*client_, "pb_test_twice"));
+}
+
+TEST_P(CallbackTest, ACallToANameNeverRegisteredFailsToCompileWithThePluginsMessage) {
+  auto program = Program::from_bytes(module("%x: tensor<4xf32>", "tensor<4xf32>",
+                                            "    %0 = stablehlo.custom_call @pb_test_never_registered(%x) {api_version = 4 "
+                                            ": i32} : (tensor<4xf32>) -> tensor<4xf32>\n    return %0 : tensor<4xf32>\n"),
+                                     "unregistered.mlir");
+  PB_ASSERT_OK(program);
+  auto exe = client_->compile(*program);
+  ASSERT_FALSE(exe);
+  EXPECT_NE(exe.error().to_string().find("pb_test_never_registered"), std::string::npos) << exe.error().to_string();
+  // The client is fine afterwards.
+  PB_ASSERT_OK(check_callbacks(*client_));
+}
+
+TEST_P(CallbackTest, ANameTheReceiverDoesNotBindOrNoReceiverAtAllFailsTheExecution) {
+  PB_ASSERT_OK(declare_callback_target(*client_, "pb_test_unbound"));
+  auto program = Program::from_bytes(module("%x: tensor<4xf32>", "tensor<4xf32>",
+                                            "    %0 = stablehlo.custom_call @pb_test_unbound(%x) {api_version = 4 : i32} : "
+                                            "(tensor<4xf32>) -> tensor<4xf32>\n    return %0 : tensor<4xf32>\n"),
+                                     "unbound.mlir");
+  PB_ASSERT_OK(program);
+  auto exe = client_->compile(*program);
+  PB_ASSERT_OK(exe);
+  Buffer x = upload(std::vector<float>{1, 2, 3, 4}, DType::kF32, {4});
+  Buffer* args[] = {&x};
+  auto receiver = std::make_shared<HostCallbacks>();
+  PB_ASSERT_OK(receiver->add_blocking("pb_test_other", [](const BlockingCall&) -> Status { return ok(); }));
+  auto out = execute_with_callbacks(**exe, args, receiver);
+  ASSERT_FALSE(out);
+  EXPECT_NE(out.error().to_string().find("host callback 'pb_test_unbound', which this execution's receiver does not bind "
+                                         "(it binds: pb_test_other)"),
+            std::string::npos)
+      << out.error().to_string();
+  auto plain = (*exe)->execute(args);
+  ASSERT_FALSE(plain);
+  EXPECT_NE(plain.error().to_string().find("carries no plugboard receiver"), std::string::npos) << plain.error().to_string();
+}
+
+TEST_P(CallbackTest, AReceiverIsFixedOnceUsed) {
+  auto receiver = std::make_shared<HostCallbacks>();
+  PB_ASSERT_OK(receiver->add_blocking("pb_test_fixed", [](const BlockingCall& c) { return c.set_result(0, c.operands()[0]); }));
+  auto exe = compile(module("%x: tensor<f32>", "tensor<f32>",
+                            "    %0 = stablehlo.custom_call @pb_test_fixed(%x) {api_version = 4 : i32} : (tensor<f32>) -> "
+                            "tensor<f32>\n    return %0 : tensor<f32>\n"),
+                     *receiver);
+  ASSERT_TRUE(exe);
+  Buffer x = upload(std::vector<float>{1}, DType::kF32, {});
+  Buffer* args[] = {&x};
+  PB_ASSERT_OK(execute_with_callbacks(*exe, args, receiver));
+  auto late = receiver->add_blocking("pb_test_late", [](const BlockingCall&) -> Status { return ok(); });
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error().code(), Code::kFailedPrecondition);
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuPlugins, CallbackTest, ::testing::ValuesIn(cpu_plugins()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace plugboard
