@@ -11,6 +11,9 @@
 #include "io/array_format.h"
 #include "io/npy.h"
 #include "bundle/boot.h"
+#include "callback/execute.h"
+#include "callback/registry.h"
+#include "run_callbacks.h"
 #include "runtime/client.h"
 
 namespace plugboard::cli {
@@ -25,6 +28,8 @@ struct Options {
   std::string output_dir;
   std::vector<std::string> xla_options;
   std::vector<int> donate;
+  std::vector<std::string> callbacks;  // NAME=COMMAND
+  size_t print_limit = 50;
   bool plugin_defaults = false;
   bool json = false;
 };
@@ -68,8 +73,23 @@ Expected<nlohmann::json> run(const Options& o) {
   for (const auto& x : o.xla_options) PB_RETURN_IF_ERROR(annotate(options.set_from_text(x), "--xla-option"));
 
   PB_ASSIGN_OR_RETURN(Program program, Program::from_file(o.program));
+  // Host callbacks: the print hook when the program names it (text and bytecode both hold the target
+  // name as a string), and every --callback. They are registered before compiling.
+  std::shared_ptr<HostCallbacks> callbacks;
+  if (!o.callbacks.empty() || program.bytes().find(kPrintTarget) != std::string::npos) {
+    RunCallbackOptions cb;
+    cb.commands = o.callbacks;
+    cb.print_limit = o.print_limit;
+    cb.print_to = o.json ? stderr : stdout;  // --json keeps stdout for the report
+    PB_ASSIGN_OR_RETURN(callbacks, make_run_callbacks(cb));
+    PB_RETURN_IF_ERROR(annotate(declare_callbacks(*client, *callbacks), "host callbacks for " + program.name()));
+  }
   auto t0 = std::chrono::steady_clock::now();
-  PB_ASSIGN_OR_RETURN(auto exe, client->compile(program, options));
+  auto compiled = client->compile(program, options);
+  if (!compiled && compiled.error().message().find("No FFI handler registered for") != std::string::npos)
+    compiled.error().annotate("the program calls a host callback `plugboard run` does not bind: give it with "
+                              "--callback NAME=COMMAND (or use the print hook, " + std::string(kPrintTarget) + ")");
+  PB_ASSIGN_OR_RETURN(auto exe, std::move(compiled));
   const double compile_ms = ms_since(t0);
 
   std::vector<Buffer> inputs;
@@ -83,13 +103,24 @@ Expected<nlohmann::json> run(const Options& o) {
   ExecuteOptions exec_options;
   exec_options.donate = o.donate;
   t0 = std::chrono::steady_clock::now();
-  PB_ASSIGN_OR_RETURN(std::vector<Buffer> outputs, exe->execute(args, exec_options));
+  std::vector<Buffer> outputs;
+  uint64_t blocking_calls = 0, ordered_calls = 0;
+  if (callbacks) {
+    PB_ASSIGN_OR_RETURN(CallbackExecution execution, execute_with_callbacks_async(*exe, args, callbacks, exec_options));
+    PB_RETURN_IF_ERROR(execution.await());
+    outputs = std::move(execution.outputs);
+    blocking_calls = execution.blocking_calls();
+    ordered_calls = execution.ordered_calls();
+  } else {
+    PB_ASSIGN_OR_RETURN(outputs, exe->execute(args, exec_options));
+  }
   const double execute_ms = ms_since(t0);
 
   nlohmann::json report = {{"plugin", plugin->path().string()},   {"platform", client->platform_name()},
                            {"pjrt_version", plugin->version().to_string()}, {"program", program.name()},
                            {"format", format_name(program.format())}, {"compile_ms", compile_ms},
                            {"execute_ms", execute_ms},             {"outputs", nlohmann::json::array()}};
+  if (callbacks) report["callbacks"] = {{"blocking_calls", blocking_calls}, {"ordered_calls", ordered_calls}};
   if (!o.output_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(o.output_dir, ec);
@@ -117,6 +148,10 @@ void print_text(const nlohmann::json& r) {
               r["platform"].get<std::string>().c_str(), r["pjrt_version"].get<std::string>().c_str());
   std::printf("program  %s (%s): compiled in %.1f ms, executed in %.3f ms\n", r["program"].get<std::string>().c_str(),
               r["format"].get<std::string>().c_str(), r["compile_ms"].get<double>(), r["execute_ms"].get<double>());
+  if (r.contains("callbacks"))
+    std::printf("callbacks %llu blocking, %llu ordered (print) calls\n",
+                static_cast<unsigned long long>(r["callbacks"]["blocking_calls"].get<uint64_t>()),
+                static_cast<unsigned long long>(r["callbacks"]["ordered_calls"].get<uint64_t>()));
   for (const auto& o : r["outputs"]) {
     std::vector<int64_t> dims = o["shape"];
     std::printf("out%-5zu %-14s %s", o["index"].get<size_t>(),
@@ -142,6 +177,10 @@ Command add_run_command(CLI::App& app) {
   sub->add_option("--xla-option", o->xla_options, "XLA option name=value (repeatable), e.g. xla_cpu_enable_fast_min_max=true");
   sub->add_flag("--plugin-defaults", o->plugin_defaults, "compile with the plugin's defaults, not JAX's numerics");
   sub->add_option("--donate", o->donate, "index of an input to donate to the execution (repeatable)");
+  sub->add_option("--callback", o->callbacks,
+                  "NAME=COMMAND: a blocking host callback; COMMAND gets the operand .npy files, then the result "
+                  ".npy files to write (repeatable)");
+  sub->add_option("--print-limit", o->print_limit, "values shown per tensor by the plugboard.print hook (default 50)");
   sub->add_flag("--json", o->json, "print JSON");
   return {sub, [o] {
             auto report = run(*o);
