@@ -8,6 +8,7 @@
 
 #include "base/sha256.h"
 #include "bundle/assemble.h"
+#include "callback/device_bridge.h"
 #include "bundle/discovery.h"
 #include "bundle/manifest.h"
 #include "select/select.h"
@@ -265,6 +266,36 @@ TEST(Companions, AWheelOfLibrariesIsLaidOutWhereTheRunpathLooksAndVerified) {
   EXPECT_NE(tampered.report.candidates[0].error->to_string().find("companion"), std::string::npos);
 
   auto unknown = add_companion_wheel(dir, "nosuch", scratch / "vendor_libs-1.0-py3-none-any.whl", "x");
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.error().message().find("no target nosuch"), std::string::npos);
+}
+
+// What `plugboard bundle` does for a CUDA target: plugboard's callback bridge goes beside the plugin,
+// where host callbacks look first, recorded and verified like any companion.
+TEST(Companions, AFileBesideThePluginIsShippedWhereTheBridgeSearchLooks) {
+  auto dir = temp_dir("bridge_beside");
+  std::vector<TargetSource> s(1);
+  s[0].name = "gpu";
+  s[0].file = PLUGBOARD_FIXTURE_FAULT_WELL_FORMED;
+  s[0].platform = "cuda";
+  PB_ASSERT_OK(write_bundle(dir, s));
+  auto scratch = temp_dir("bridge_file");
+  const auto bridge = scratch / device_bridge_file_name("CUDA");
+  std::filesystem::copy_file(PLUGBOARD_FIXTURE_COMPANION_DEP, bridge);  // a stand-in: any shared library
+  PB_ASSERT_OK(add_companion_file(dir, "gpu", bridge, "plugboard CUDA callback bridge"));
+  auto m = read_manifest(dir);
+  PB_ASSERT_OK(m);
+  const auto& t = m->targets[0];
+  ASSERT_EQ(t.companions.size(), 1u);
+  const auto beside = std::filesystem::path(t.file).parent_path() / "libplugboard_cuda_bridge.so";
+  EXPECT_EQ(t.companions[0].file, beside.string());
+  EXPECT_EQ(t.companions[0].sha256, *sha256_file(bridge));
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir / beside));
+  ::unsetenv("PLUGBOARD_CUDA_BRIDGE");
+  auto path = device_bridge_search_path("CUDA", dir / t.file);
+  ASSERT_FALSE(path.empty());
+  EXPECT_EQ(std::filesystem::weakly_canonical(path[0]), std::filesystem::weakly_canonical(dir / beside));
+  auto unknown = add_companion_file(dir, "nosuch", bridge, "x");
   ASSERT_FALSE(unknown);
   EXPECT_NE(unknown.error().message().find("no target nosuch"), std::string::npos);
 }

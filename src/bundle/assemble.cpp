@@ -112,4 +112,23 @@ Expected<size_t> add_companion_wheel(const std::filesystem::path& dir, const std
   return added;
 }
 
+Status add_companion_file(const std::filesystem::path& dir, const std::string& target,
+                          const std::filesystem::path& file, const std::string& from) {
+  PB_ASSIGN_OR_RETURN(Manifest manifest, read_manifest(dir));
+  TargetEntry* entry = nullptr;
+  for (auto& t : manifest.targets)
+    if (t.name == target) entry = &t;
+  if (!entry) return invalid_argument("the bundle " + dir.string() + " has no target " + target);
+  const std::string rel = (std::filesystem::path(entry->file).parent_path() / file.filename()).string();
+  PB_ASSIGN_OR_RETURN(std::filesystem::path dest, resolve_in_bundle(dir, rel, "companion " + file.filename().string()));
+  PB_ASSIGN_OR_RETURN(std::string sha, sha256_file(file));
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(file, ec);
+  if (ec) return make_error(Code::kNotFound, "cannot read " + file.string() + ": " + ec.message());
+  PB_RETURN_IF_ERROR(place_file(file, dest));
+  std::erase_if(entry->companions, [&](const CompanionFile& c) { return c.file == rel; });
+  entry->companions.push_back({rel, static_cast<uint64_t>(size), sha, from});
+  return write_manifest(dir, manifest);
+}
+
 }  // namespace plugboard::bundle

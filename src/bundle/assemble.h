@@ -34,4 +34,9 @@ Expected<Manifest> write_bundle(const std::filesystem::path& dir, const std::vec
 Expected<size_t> add_companion_wheel(const std::filesystem::path& dir, const std::string& target,
                                      const std::filesystem::path& wheel, const std::string& from);
 
+// Copies `file` into the folder of `target`'s plugin (where a plugin-side library such as plugboard's
+// CUDA callback bridge is looked for) and records it as one of the target's companions, hashed.
+Status add_companion_file(const std::filesystem::path& dir, const std::string& target,
+                          const std::filesystem::path& file, const std::string& from);
+
 }  // namespace plugboard::bundle

@@ -1,5 +1,7 @@
 #include "callback/device_bridge.h"
 
+#include "callback/device_bridge_abi.h"
+
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -42,8 +44,10 @@ std::vector<std::filesystem::path> device_bridge_search_path(std::string_view pl
   if (auto dir = running_program_folder(); !dir.empty()) {
     out.push_back(dir / file);
     out.push_back(dir.parent_path() / "lib" / file);
-    out.push_back(dir / "../src/callback/cuda" / file);  // the build tree: tools/plugboard -> src/callback/cuda
   }
+#ifdef PLUGBOARD_BUILD_TREE_BRIDGE_DIR
+  out.push_back(std::filesystem::path(PLUGBOARD_BUILD_TREE_BRIDGE_DIR) / file);  // where this build put it
+#endif
   return out;
 }
 

@@ -8,7 +8,10 @@
 #include <vector>
 
 #include "base/status.h"
-#include "callback/device_bridge_abi.h"
+
+extern "C" {
+struct PbDeviceBridge;  // callback/device_bridge_abi.h
+}
 
 namespace plugboard {
 
@@ -16,8 +19,8 @@ namespace plugboard {
 std::string device_bridge_file_name(std::string_view platform);
 
 // Where the bridge for `platform` is looked for, in order: $PLUGBOARD_CUDA_BRIDGE (a file), the
-// folder of the plugin (a bundle ships it beside its CUDA target), the running program's folder, and
-// that folder's ../lib.
+// folder of the plugin (a bundle ships it beside its CUDA target), the running program's folder,
+// that folder's ../lib, and the folder this build wrote it to.
 std::vector<std::filesystem::path> device_bridge_search_path(std::string_view platform,
                                                               const std::filesystem::path& plugin_path);
 

@@ -11,6 +11,7 @@
 
 #include "bundle/assemble.h"
 #include "bundle/discovery.h"
+#include "callback/device_bridge.h"
 #include "commands.h"
 #include "fetch/fetch.h"
 
@@ -20,7 +21,7 @@ namespace {
 struct Options {
   std::vector<std::string> targets, probes, priorities, create_options, companions;
   std::string out;
-  bool lock = false, offline = false;
+  bool lock = false, offline = false, no_bridge = false;
   std::string lock_file = "plugboard.lock", from, cache, python = "python3";
 };
 
@@ -122,6 +123,26 @@ Expected<bundle::Manifest> run(const Options& o) {
                                            "--companion " + c));
     std::printf("companion %s: %zu librar%s for target %s\n", spec.to_string().c_str(), n, n == 1 ? "y" : "ies", kv.first.c_str());
   }
+  // A CUDA target carries plugboard's CUDA callback bridge beside its plugin, where host callbacks
+  // look for it; nothing else in the bundle (or in plugboard) needs CUDA.
+  PB_ASSIGN_OR_RETURN(manifest, bundle::read_manifest(o.out));
+  for (const auto& t : manifest.targets) {
+    if (o.no_bridge || t.platform != "cuda") continue;
+    std::optional<std::filesystem::path> bridge;
+    for (const auto& p : device_bridge_search_path("CUDA", {}))
+      if (std::error_code ec; std::filesystem::is_regular_file(p, ec)) {
+        bridge = p;
+        break;
+      }
+    if (!bridge) {
+      std::fprintf(stderr, "plugboard: warning: no %s to ship with target %s: host callbacks on it will need "
+                   "PLUGBOARD_CUDA_BRIDGE (build plugboard with nvcc)\n", device_bridge_file_name("CUDA").c_str(), t.name.c_str());
+      continue;
+    }
+    PB_RETURN_IF_ERROR(annotate(bundle::add_companion_file(o.out, t.name, *bridge, "plugboard " PLUGBOARD_VERSION " CUDA callback bridge"),
+                                "shipping the CUDA callback bridge with target " + t.name));
+    std::printf("callback bridge %s shipped with target %s\n", bridge->filename().c_str(), t.name.c_str());
+  }
   return bundle::read_manifest(o.out);
 }
 
@@ -142,6 +163,7 @@ Command add_bundle_command(CLI::App& app) {
   sub->add_option("--from", o->from, "folder of wheels for --offline");
   sub->add_option("--cache", o->cache, "plugin cache (default $XDG_CACHE_HOME/plugboard)");
   sub->add_option("--python", o->python, "the Python whose pip fetches wheels");
+  sub->add_flag("--no-callback-bridge", o->no_bridge, "do not ship the CUDA callback bridge with CUDA targets");
   return {sub, [o] {
             auto m = run(*o);
             if (!m) {
