@@ -34,7 +34,10 @@ Status CallbackExecution::await() {
   Status executed = done_.await();
   // Every ordered call of this execution was posted before the plugin's event fired (the handler
   // posts before it returns), so waiting for the latest ticket covers them all.
-  if (state_) state_->receiver->delivery().wait_for(state_->last_ticket.load());
+  if (state_) {
+    state_->receiver->delivery().wait_for(state_->last_ticket.load());
+    state_->receiver->delivery().end_execution();
+  }
   if (!executed) {
     result_ = std::unexpected(std::move(executed).error().annotate("executing " + name_));
   } else if (state_) {
@@ -76,11 +79,13 @@ Expected<CallbackExecution> execute_with_callbacks_async(const Executable& execu
   CallbackExecution run;
   run.name_ = executable.name();
   run.state_ = state;
+  state->receiver->delivery().begin_execution();
   auto started = executable.execute_async(args, options);
   if (!started) {
     run.awaited_ = true;
     // Whatever ordered calls it made before failing are still delivered first.
     state->receiver->delivery().wait_for(state->last_ticket.load());
+    state->receiver->delivery().end_execution();
     return std::unexpected(std::move(started).error());
   }
   run.outputs = std::move(started->outputs);

@@ -9,9 +9,10 @@
 //  - blocking: the program waits for the function; it reads typed operand views and writes the
 //    results, whose dtypes and dims the program fixes;
 //  - ordered (non-blocking): for calls without results (print, log, metrics). The operands are
-//    copied and the program goes on; a host thread owned by the receiver calls the function, in the
-//    program's order, and every ordered call of an execution has returned before that execution's
-//    CallbackExecution::await() does.
+//    copied and the program goes on; the receiver's delivery thread (or the thread in await(), which
+//    runs what is still queued) calls the function, one call at a time, in the program's order, and
+//    never on a plugin thread. Every ordered call of an execution has returned before that
+//    execution's CallbackExecution::await() does.
 // Host functions return a Status; an error (or an exception) fails the execution with its message.
 // They run on plugin or delivery threads and must never call back into PJRT (no execute, no
 // transfers).

@@ -1,5 +1,6 @@
 #include "callback/ordered_delivery.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -7,31 +8,63 @@
 
 namespace plugboard {
 
+namespace {
+constexpr auto kPollInterval = std::chrono::milliseconds(1);
+constexpr auto kLinger = std::chrono::milliseconds(50);  // polling goes on this long after the last execution
+constexpr size_t kWakeAt = 64;  // queued tasks that wake the delivery thread at once
+thread_local const void* t_running_for = nullptr;  // the State whose task this thread is running
+}  // namespace
+
 struct OrderedDelivery::State {
   std::mutex mutex;
-  std::condition_variable work;  // tasks queued, or stopping
+  std::condition_variable work;  // many tasks queued, executions started, or stopping
   std::condition_variable done;  // a task finished
   std::deque<std::function<void()>> queue;
   uint64_t posted = 0, finished = 0;
-  bool stopping = false, idle = true;
+  int active = 0;        // executions in flight
+  bool running = false;  // a task is running (on whichever thread): the next one waits for it
+  bool stopping = false;
+  bool sleeping = false;  // in the untimed wait: only a notify wakes it
+  std::chrono::steady_clock::time_point last_active{};
   std::thread thread;
   std::thread::id thread_id;
+
+  // Pops the front task and runs it with the lock released. Requires the lock, !running, a task.
+  void run_front(std::unique_lock<std::mutex>& lock) {
+    auto task = std::move(queue.front());
+    queue.pop_front();
+    running = true;
+    lock.unlock();
+    const void* outer = t_running_for;
+    t_running_for = this;
+    task();
+    task = nullptr;  // may release the last owner of the OrderedDelivery: the caller keeps the state
+    t_running_for = outer;
+    lock.lock();
+    running = false;
+    ++finished;
+    done.notify_all();
+  }
 
   static void run(std::shared_ptr<State> s) {
     std::unique_lock lock(s->mutex);
     for (;;) {
-      s->idle = true;
-      s->work.wait(lock, [&] { return s->stopping || !s->queue.empty(); });
-      if (s->queue.empty()) return;  // stopping, and everything was delivered
-      s->idle = false;
-      auto task = std::move(s->queue.front());
-      s->queue.pop_front();
-      lock.unlock();
-      task();
-      task = nullptr;  // may release the last owner of the OrderedDelivery: `s` keeps the state
-      lock.lock();
-      ++s->finished;
-      s->done.notify_all();
+      if (!s->running && !s->queue.empty()) {
+        s->run_front(lock);
+        continue;
+      }
+      if (s->stopping && s->queue.empty() && !s->running) return;
+      const auto now = std::chrono::steady_clock::now();
+      if (s->active > 0) s->last_active = now;
+      if (s->running) {
+        s->done.wait_for(lock, kPollInterval);  // another thread is running a task; ours may be next
+      } else if (s->active > 0 || now - s->last_active < kLinger) {
+        s->work.wait_for(lock, kPollInterval);
+      } else {
+        s->sleeping = true;
+        s->work.wait(lock);
+        s->sleeping = false;
+      }
     }
   }
 };
@@ -48,6 +81,7 @@ OrderedDelivery::~OrderedDelivery() {
     own_thread = state_->thread_id == std::this_thread::get_id();
   }
   state_->work.notify_all();
+  state_->done.notify_all();
   if (!thread.joinable()) return;
   if (own_thread)
     thread.detach();
@@ -66,7 +100,9 @@ uint64_t OrderedDelivery::post(std::function<void()> task) {
     }
     state_->queue.push_back(std::move(task));
     ticket = ++state_->posted;
-    wake = state_->idle;  // a busy thread picks the task up without a wake-up
+    // A polling thread needs no wake-up (a system call on the plugin's thread); a sleeping one does,
+    // and so does a long queue.
+    wake = state_->sleeping || state_->queue.size() == kWakeAt;
   }
   if (wake) state_->work.notify_one();
   return ticket;
@@ -78,9 +114,30 @@ uint64_t OrderedDelivery::last_ticket() const {
 }
 
 void OrderedDelivery::wait_for(uint64_t ticket) {
-  std::unique_lock lock(state_->mutex);
-  if (state_->thread_id == std::this_thread::get_id()) return;
-  state_->done.wait(lock, [&] { return state_->finished >= ticket; });
+  if (t_running_for == state_.get()) return;
+  std::shared_ptr<State> s = state_;  // a task may release the last owner of *this
+  std::unique_lock lock(s->mutex);
+  while (s->finished < ticket) {
+    if (!s->running && !s->queue.empty())
+      s->run_front(lock);
+    else
+      s->done.wait(lock);
+  }
+}
+
+void OrderedDelivery::begin_execution() {
+  bool wake;
+  {
+    std::lock_guard lock(state_->mutex);
+    ++state_->active;
+    wake = state_->sleeping;
+  }
+  if (wake) state_->work.notify_one();  // from a host thread: the delivery thread starts polling
+}
+
+void OrderedDelivery::end_execution() {
+  std::lock_guard lock(state_->mutex);
+  if (state_->active > 0) --state_->active;
 }
 
 }  // namespace plugboard

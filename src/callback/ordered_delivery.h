@@ -1,5 +1,14 @@
-// One host thread that runs tasks in the order they were posted: where ordered (non-blocking) host
-// callbacks are delivered, so that a plugin thread only copies and posts. Started on the first post.
+// Where ordered (non-blocking) host callbacks are delivered: tasks run one at a time, in the order
+// they were posted, never on the plugin thread that posted them.
+//
+// A plugin thread only queues (a lock and a push, no system call), so the program does not wait
+// for the host, nor for the host thread to be woken. The tasks are then run by
+//  - the delivery thread, which looks at the queue every millisecond while an execution is in flight
+//    and for 50 ms after (so a long program's prints appear as it runs; then it sleeps until the
+//    next execution), and at once when the queue grows long; or
+//  - the thread that waits for them (wait_for, from CallbackExecution::await), which runs what is
+//    still queued itself rather than wake another thread and sleep.
+// Either way one task runs at a time, in order.
 #pragma once
 
 #include <cstdint>
@@ -20,11 +29,14 @@ class OrderedDelivery {
   // Queues `task`; returns its ticket (1, 2, ...). Never waits for the task itself. Tasks must not
   // throw.
   uint64_t post(std::function<void()> task);
-  // Blocks until every task with a ticket up to `ticket` has run. Returns at once when called on the
-  // delivery thread itself (a task waiting for its own queue would never finish).
+  // Runs or waits for every task with a ticket up to `ticket`. Returns at once when called from a
+  // task (a task waiting for its own queue would never finish).
   void wait_for(uint64_t ticket);
   // The ticket of the last task posted so far.
   uint64_t last_ticket() const;
+  // Executions in flight: while there are any, the delivery thread polls the queue.
+  void begin_execution();
+  void end_execution();
 
  private:
   struct State;
