@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets everything up (scripts/setup.sh) and runs all tests: a regular build, then the same tests
-# under AddressSanitizer + UndefinedBehaviorSanitizer.
+# under AddressSanitizer + UndefinedBehaviorSanitizer, then the threaded tests under ThreadSanitizer.
 #
 #   scripts/test.sh [--no-sanitize]
 set -euo pipefail
@@ -22,5 +22,7 @@ if [ $sanitize -eq 1 ]; then
   export LSAN_OPTIONS="suppressions=$root/tests/lsan.supp:print_suppressions=0"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   (cd "$root/build-sanitize" && ctest --output-on-failure -j "$jobs")
+  echo "[test] ThreadSanitizer build (the threaded callback and fetch tests)"
+  "$root/scripts/tsan.sh" "$root/build-tsan"
 fi
 echo "[test] all tests passed"

@@ -2,6 +2,7 @@
 
 #include "abi/ffi.h"
 #include "callback/execution_state.h"
+#include "callback/happens_before.h"
 #include "callback/ordered_delivery.h"
 #include "callback/plugin_ffi.h"
 #include "runtime/client.h"
@@ -32,6 +33,7 @@ Status CallbackExecution::await() {
   if (result_) return *result_;
   awaited_ = true;
   Status executed = done_.await();
+  if (state_) PB_HAPPENS_AFTER(state_.get());
   // Every ordered call of this execution was posted before the plugin's event fired (the handler
   // posts before it returns), so waiting for the latest ticket covers them all.
   if (state_) {
@@ -50,7 +52,9 @@ Status CallbackExecution::await() {
 
 Status CallbackExecution::wait_executed() const {
   if (result_) return *result_;
-  return annotate(done_.await(), "executing " + name_);
+  Status executed = done_.await();
+  if (state_) PB_HAPPENS_AFTER(state_.get());
+  return annotate(std::move(executed), "executing " + name_);
 }
 
 uint64_t CallbackExecution::blocking_calls() const { return state_ ? state_->blocking_calls.load() : 0; }

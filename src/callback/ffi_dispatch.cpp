@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "callback/execution_state.h"
+#include "callback/happens_before.h"
 #include "callback/ordered_delivery.h"
 
 namespace plugboard::internal {
@@ -252,7 +253,9 @@ XLA_FFI_Error* dispatch(size_t index, XLA_FFI_CallFrame* frame) noexcept {
     BlockingContext context{slot, entry, frame};
     if (slot->bridge) {
       PbHostDispatch host{&context, &bridge_call, nullptr, nullptr};
-      return slot->bridge->run_blocking(frame, &host);
+      XLA_FFI_Error* e = slot->bridge->run_blocking(frame, &host);
+      PB_HAPPENS_BEFORE(state);
+      return e;
     }
     SmallVector<PbHostTensor> operands(static_cast<size_t>(std::max<int64_t>(frame->args.size, 0)));
     for (size_t i = 0; i < operands.size(); ++i)
@@ -263,6 +266,7 @@ XLA_FFI_Error* dispatch(size_t index, XLA_FFI_CallFrame* frame) noexcept {
       if (Status st = describe(*slot, "result", static_cast<int64_t>(i), frame->rets.types[i], frame->rets.rets[i], results[i]); !st)
         return fail(api, st.error().code(), st.error().message());
     Status st = call_blocking(context, operands.span(), results.span());
+    PB_HAPPENS_BEFORE(state);
     if (!st) {
       Error e = std::move(st).error();
       return fail(api, e.code(), "host callback '" + slot->name + "' failed: " + e.to_string());
