@@ -35,12 +35,15 @@ print(f"  pure_callback              cost {j['pure_callback_cost_us']:8.2f} µs"
 print(f"  io_callback                cost {j['io_callback_cost_us']:8.2f} µs")
 print(f"  io_callback(ordered=True)  cost {j['io_callback_ordered_cost_us']:8.2f} µs")
 print()
-print("| plugin | plain execute | blocking cost | vs pure_callback | ordered cost (awaited) | vs io_callback(ordered) | ordered cost (program) | in a loop: blocking / ordered per call |")
-print("|---|---|---|---|---|---|---|---|")
+print("A callback's cost: its program's time minus the plain program's (one call per execution), and")
+print("per call in a 1,000-iteration loop. Ratios use the larger of the two, so they never flatter plugboard.")
+print()
+print("| plugin | plain execute | blocking: one call / per call in loop | vs pure_callback | ordered, awaited: one call / per call in loop | ordered, program only | vs io_callback(ordered=True) |")
+print("|---|---|---|---|---|---|---|")
 for r in pb:
-    b, oa, op = r["blocking_cost_us"], r["ordered_awaited_cost_us"], r["ordered_program_cost_us"]
-    ratio = lambda base, v: f"{base / v:.0f}× cheaper" if v > 0 else "not measurable (≤ 0)"
-    print(f"| {r['plugin']} | {r['plain_us']:.2f} µs | {b:.2f} µs | {ratio(j['pure_callback_cost_us'], b)} | "
-          f"{oa:.2f} µs | {ratio(j['io_callback_ordered_cost_us'], oa)} | {op:.2f} µs | "
-          f"{r['loop_blocking_cost_us']:.3f} / {r['loop_ordered_cost_us']:.3f} µs |")
+    b = max(r["blocking_cost_us"], r["loop_blocking_cost_us"])
+    o = max(r["ordered_awaited_cost_us"], r["loop_ordered_cost_us"])
+    print(f"| {r['plugin']} | {r['plain_us']:.2f} µs | {r['blocking_cost_us']:.2f} / {r['loop_blocking_cost_us']:.3f} µs | "
+          f"{j['pure_callback_cost_us'] / b:.0f}× cheaper | {r['ordered_awaited_cost_us']:.2f} / {r['loop_ordered_cost_us']:.3f} µs | "
+          f"{r['ordered_program_cost_us']:.2f} µs | {j['io_callback_ordered_cost_us'] / o:.0f}× cheaper |")
 PY
