@@ -516,6 +516,25 @@ TEST_P(CallbackTest, AReceiverIsFixedOnceUsed) {
   EXPECT_EQ(late.error().code(), Code::kFailedPrecondition);
 }
 
+// Plugins whose callbacks cannot work say why, and nothing is registered in them.
+TEST(CallbackSupport, APluginWithoutAUsableFfiExtensionIsReportedWithTheReason) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {PLUGBOARD_FIXTURE_FAULT_CPU_NO_FFI, "has no FFI extension: it cannot run host callbacks"},
+      {PLUGBOARD_FIXTURE_FAULT_CPU_SMALL_FFI, "has an FFI extension of 40 bytes, too old to register handlers (needs 48)"},
+      {PLUGBOARD_FIXTURE_FAULT_WELL_FORMED, "host callbacks have no path for platform 'fault'"}};
+  for (const auto& [path, message] : cases) {
+    auto client = testing::make_client(path);
+    ASSERT_TRUE(client) << path;
+    auto st = check_callbacks(*client);
+    ASSERT_FALSE(st) << path;
+    EXPECT_NE(st.error().to_string().find(message), std::string::npos) << st.error().to_string();
+    EXPECT_NE(st.error().to_string().find(path), std::string::npos) << "names the plugin: " << st.error().to_string();
+    HostCallbacks receiver;
+    PB_ASSERT_OK(receiver.add_blocking("pb_test_nowhere", [](const BlockingCall&) -> Status { return ok(); }));
+    EXPECT_FALSE(declare_callbacks(*client, receiver));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(CpuPlugins, CallbackTest, ::testing::ValuesIn(cpu_plugins()),
                          [](const auto& info) { return info.param.name; });
 

@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "callback/device_bridge.h"
+#include "callback/device_bridge_abi.h"
 #include "callback/execute.h"
 #include "callback/registry.h"
 #include "select/elf_dependencies.h"
@@ -34,7 +35,7 @@ std::vector<std::string> all_needed(const std::filesystem::path& path) {
 }
 
 TEST(CudaIndependence, TheCliTheIsolatorAndThisTestNeedNoCudaLibrary) {
-  for (const std::filesystem::path binary : {std::filesystem::path(PLUGBOARD_CLI_PATH), std::filesystem::path(PLUGBOARD_ISOLATE_PATH),
+  for (const std::filesystem::path& binary : {std::filesystem::path(PLUGBOARD_CLI_PATH), std::filesystem::path(PLUGBOARD_ISOLATE_PATH),
                                              std::filesystem::read_symlink("/proc/self/exe")}) {
     const auto names = all_needed(binary);
     EXPECT_FALSE(names.empty()) << binary;

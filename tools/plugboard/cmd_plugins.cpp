@@ -5,6 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+
+#include "callback/registry.h"
 #include "commands.h"
 #include "runtime/client.h"
 
@@ -48,6 +51,12 @@ nlohmann::json inspect(const std::string& path, bool& ok) {
   j["devices"] = nlohmann::json::array();
   for (const auto& d : (*client)->devices())
     j["devices"].push_back({{"id", d.id}, {"kind", d.kind}, {"local_hardware_id", d.local_hardware_id}, {"description", d.description}});
+  // A capability found by trying it: register, compile and run a one-callback program.
+  const auto t0 = std::chrono::steady_clock::now();
+  Status callbacks = check_callbacks(**client);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  j["host_callbacks"] = {{"works", callbacks.has_value()}, {"self_test_ms", ms}};
+  if (!callbacks) j["host_callbacks"]["error"] = error_json(callbacks.error());
   return j;
 }
 
@@ -72,13 +81,18 @@ void print_text(const nlohmann::json& j) {
   std::printf("  devices      %zu\n", j["devices"].size());
   for (const auto& d : j["devices"])
     std::printf("    #%d %s  %s\n", d["id"].get<int>(), d["kind"].get<std::string>().c_str(), d["description"].get<std::string>().c_str());
+  const auto& cb = j["host_callbacks"];
+  if (cb["works"].get<bool>())
+    std::printf("  callbacks    work (self-test %.1f ms)\n", cb["self_test_ms"].get<double>());
+  else
+    std::printf("  callbacks    do not work: %s\n", cb["error"]["message"].get<std::string>().c_str());
 }
 
 }  // namespace
 
 Command add_plugins_command(CLI::App& app) {
   auto opts = std::make_shared<Options>();
-  auto* sub = app.add_subcommand("plugins", "load plugins and show their version, attributes, extensions and devices");
+  auto* sub = app.add_subcommand("plugins", "load plugins and show their version, attributes, extensions, devices and whether host callbacks work");
   sub->add_option("paths", opts->paths, "plugin shared libraries")->required();
   sub->add_flag("--json", opts->json, "print JSON");
   return {sub, [opts] {
