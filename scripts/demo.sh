@@ -2,7 +2,8 @@
 # Sets everything up, then runs the main job: bundles two real plugins (the default CPU plugin
 # xla-cpu-pjrt, PJRT 0.81, and the CUDA 13 plugin jax-cuda13-pjrt) from the wheels set-up fetched with
 # pip, runs examples/softmax.mlir from the bundle on whichever target this machine can start (the CPU one
-# on a machine without a GPU), and lets `plugboard doctor` explain that choice.
+# on a machine without a GPU), runs examples/callbacks.mlir there (a print hook and a blocking host
+# callback), and lets `plugboard doctor` explain that choice.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 deps=${PLUGBOARD_DEPS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/plugboard/deps}
@@ -14,5 +15,8 @@ echo "[demo] plugboard bundle -> $bundle"
   --target cpu=xla-cpu-pjrt==0.0.1 --target cuda13=jax-cuda13-pjrt==0.12.0.1
 echo "[demo] plugboard run --bundle $bundle examples/softmax.mlir"
 "$pb" run --bundle "$bundle" "$root/examples/softmax.mlir" -i "$root/examples/x.npy" "$@" 2> >(grep -v '^[WIE][0-9]' >&2)
+echo "[demo] plugboard run --bundle $bundle examples/callbacks.mlir (a print hook and a blocking host callback)"
+"$pb" run --bundle "$bundle" "$root/examples/callbacks.mlir" -i "$root/examples/x.npy" \
+  --callback "host_scale=python3 $root/examples/host_scale.py" 2> >(grep -v '^[WIE][0-9]' >&2)
 echo "[demo] plugboard doctor --bundle $bundle"
 "$pb" doctor --bundle "$bundle" 2> >(grep -v '^[WIE][0-9]' >&2)
