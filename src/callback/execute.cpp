@@ -63,21 +63,27 @@ uint64_t CallbackExecution::ordered_calls() const { return state_ ? state_->next
 Expected<CallbackExecution> execute_with_callbacks_async(const Executable& executable, std::span<Buffer* const> args,
                                                          std::shared_ptr<const HostCallbacks> callbacks,
                                                          ExecuteOptions options) {
-  const std::string doing = "executing " + executable.name() + " with host callbacks";
-  if (!callbacks) return invalid_argument(doing + ": no receiver (HostCallbacks) given");
+  // On the execute path: the message is built only when something fails.
+  auto doing = [&] { return "executing " + executable.name() + " with host callbacks"; };
+  auto failed = [&](Error e) { return std::unexpected(std::move(e).annotate(doing())); };
+  if (!callbacks) return invalid_argument(doing() + ": no receiver (HostCallbacks) given");
   if (options.context)
-    return invalid_argument(doing + ": ExecuteOptions.context is set; host callbacks bring their own context");
+    return invalid_argument(doing() + ": ExecuteOptions.context is set; host callbacks bring their own context");
   const Client& client = *executable.client();
-  PB_ASSIGN_OR_RETURN(internal::PluginFfi * ffi, annotate(internal::plugin_ffi(client), doing));
+  auto ffi = internal::plugin_ffi(client);
+  if (!ffi) return failed(std::move(ffi).error());
 
   auto state = std::make_shared<internal::ExecutionState>();
   state->receiver = std::move(callbacks);
   state->receiver->freeze();
   state->id = state->receiver->next_execution();
-  PB_ASSIGN_OR_RETURN(state->context, annotate(ExecuteContext::create(client), doing));
-  PB_RETURN_IF_ERROR(annotate(abi::ffi_add_user_data(client.plugin().api(), *ffi->extension, state->context.raw(),
-                                                     ffi->type_id, state.get()),
-                              doing));
+  auto context = ExecuteContext::create(client);
+  if (!context) return failed(std::move(context).error());
+  state->context = std::move(*context);
+  if (auto added = abi::ffi_add_user_data(client.plugin().api(), *(*ffi)->extension, state->context.raw(),
+                                          (*ffi)->type_id, state.get());
+      !added)
+    return failed(std::move(added).error());
   options.context = state->context.raw();
 
   CallbackExecution run;

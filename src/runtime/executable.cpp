@@ -144,7 +144,9 @@ Expected<Execution> Executable::execute_async(std::span<Buffer* const> args, con
   opts.context = options.context;
   ExecuteContext empty_context;  // see Plugin::require_execute_context
   if (!opts.context && client_->plugin().needs_execute_context()) {
-    PB_ASSIGN_OR_RETURN(empty_context, annotate(ExecuteContext::create(*client_), "executing " + name_));
+    auto created = ExecuteContext::create(*client_);
+    if (!created) return std::unexpected(std::move(created).error().annotate("executing " + name_));
+    empty_context = std::move(*created);
     opts.context = empty_context.raw();
   }
   if (options.donate.empty() && args.size() <= all_arg_indices_.size()) {

@@ -8,8 +8,8 @@ namespace plugboard {
 Expected<ExecuteContext> ExecuteContext::create(const Client& client) {
   const abi::Api& api = client.plugin().api();
   auto args = PB_PJRT_ARGS(PJRT_ExecuteContext_Create_Args);
-  PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_ExecuteContext_Create, args),
-                              "creating an execute context on " + client.label()));
+  if (auto st = PB_PJRT_CALL(api, PJRT_ExecuteContext_Create, args); !st)  // messages built on failure only
+    return std::unexpected(std::move(st).error().annotate("creating an execute context on " + client.label()));
   ExecuteContext context;
   context.api_ = &api;
   context.context_ = args.context;
