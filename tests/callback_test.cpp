@@ -307,6 +307,57 @@ TEST_P(CallbackTest, OrderedCallbacksArriveInProgramOrderAndAllBeforeAwaitReturn
   }
 }
 
+// XLA runs independent side-effecting calls in an order of its own (the CPU plugins run twelve
+// independent prints last to first); a token threaded through the calls, as JAX threads its ordered
+// effects, fixes program order. Tokens are not passed to host functions, and an ordered call may
+// return one. A blocking call may take and return a token too.
+TEST_P(CallbackTest, ATokenThreadedThroughTheCallsKeepsProgramOrder) {
+  auto receiver = std::make_shared<HostCallbacks>();
+  std::vector<std::string> seen;
+  std::mutex m;
+  PB_ASSERT_OK(receiver->add_ordered("pb_test_tok_log", [&](const OrderedCall& call) -> Status {
+    std::lock_guard lock(m);
+    if (call.operands.size() != 1) return invalid_argument("one array operand expected, tokens left out");
+    seen.push_back(attribute_to_string(*call.attribute("label")));
+    return ok();
+  }));
+  PB_ASSERT_OK(receiver->add_blocking("pb_test_tok_neg", [&](const BlockingCall& call) -> Status {
+    if (call.operands().size() != 1 || call.results().size() != 1) return invalid_argument("tokens must be left out");
+    std::lock_guard lock(m);
+    seen.push_back("neg");
+    float v = -values_of<float>(call.operands()[0])[0];
+    return call.set_result(0, TensorView{DType::kF32, {}, std::as_bytes(std::span(&v, 1))});
+  }));
+  std::string body = "    %t0 = stablehlo.after_all : !stablehlo.token\n";
+  std::vector<std::string> want;
+  for (int i = 0; i < 12; ++i) {
+    const std::string n = std::to_string(i), next = std::to_string(i + 1);
+    body += "    %c" + n + " = stablehlo.constant dense<" + n + ".0> : tensor<3xf32>\n";
+    if (i == 6) {
+      body += "    %t" + next + ", %neg = stablehlo.custom_call @pb_test_tok_neg(%t" + n + ", %x) {api_version = 4 : i32, "
+              "has_side_effect = true} : (!stablehlo.token, tensor<f32>) -> (!stablehlo.token, tensor<f32>)\n";
+      want.push_back("neg");
+    } else {
+      body += "    %t" + next + " = stablehlo.custom_call @pb_test_tok_log(%t" + n + ", %c" + n +
+              ") {api_version = 4 : i32, has_side_effect = true, backend_config = {label = \"p" + n +
+              "\"}} : (!stablehlo.token, tensor<3xf32>) -> !stablehlo.token\n";
+      want.push_back("p" + n);
+    }
+  }
+  body += "    return %neg : tensor<f32>\n";
+  auto exe = compile(module("%x: tensor<f32>", "tensor<f32>", body), *receiver);
+  ASSERT_TRUE(exe);
+  Buffer x = upload(std::vector<float>{2.5f}, DType::kF32, {});
+  Buffer* args[] = {&x};
+  for (int round = 0; round < 3; ++round) {
+    seen.clear();
+    auto out = execute_with_callbacks(*exe, args, receiver);
+    PB_ASSERT_OK(out);
+    EXPECT_EQ(seen, want) << "round " << round;
+    EXPECT_EQ(read<float>((*out)[0]), (std::vector<float>{-2.5f}));
+  }
+}
+
 TEST_P(CallbackTest, TheProgramDoesNotWaitForAnOrderedCallback) {
   auto receiver = std::make_shared<HostCallbacks>();
   std::promise<void> release;

@@ -32,6 +32,14 @@ class SmallVector {
   T& operator[](size_t i) { return data()[i]; }
   size_t size() const { return size_; }
   std::span<T> span() { return {data(), size_}; }
+  void shrink(size_t n) {  // to the first n elements
+    if (n > N || size_ <= N) {
+      size_ = std::min(n, size_);
+      return;
+    }
+    std::copy_n(heap_.begin(), n, inline_.begin());  // back from the heap to the inline storage
+    size_ = n;
+  }
 
  private:
   size_t size_;
@@ -100,6 +108,31 @@ Status describe(const TargetSlot& slot, const char* what, int64_t index, int typ
   out.data = b->data;
   out.size_bytes = *count * dtype_size(dtype);
   return ok();
+}
+
+bool is_token(int type, void* raw) {
+  return type == XLA_FFI_ArgType_BUFFER && raw && static_cast<const XLA_FFI_Buffer*>(raw)->dtype == XLA_FFI_DataType_TOKEN;
+}
+
+// The arrays among a frame's operands or results; tokens (which order side effects in the program)
+// are not passed to host functions. `index` in messages counts every entry, tokens included.
+template <class Types>
+Status collect(const TargetSlot& slot, const char* what, int64_t size, const Types* types, void* const* entries,
+               SmallVector<PbHostTensor>& out) {
+  size_t n = 0;
+  for (int64_t i = 0; i < size; ++i) {
+    if (is_token(types[i], entries[i])) continue;
+    PB_RETURN_IF_ERROR(describe(slot, what, i, types[i], entries[i], out[n]));
+    ++n;
+  }
+  out.shrink(n);
+  return ok();
+}
+
+size_t count_arrays(int64_t size, const XLA_FFI_RetType* types, void* const* entries) {
+  size_t n = 0;
+  for (int64_t i = 0; i < size; ++i) n += !is_token(types[i], entries[i]);
+  return n;
 }
 
 TensorView view_of(const PbHostTensor& t) {
@@ -225,10 +258,10 @@ XLA_FFI_Error* dispatch(size_t index, XLA_FFI_CallFrame* frame) noexcept {
     }
 
     if (entry->kind == CallbackKind::kOrdered) {
-      if (frame->rets.size > 0)
+      if (const size_t arrays = count_arrays(frame->rets.size, frame->rets.types, frame->rets.rets); arrays > 0)
         return fail(api, Code::kInvalidArgument,
-                    "ordered host callback '" + slot->name + "' cannot return results; the program declares " +
-                        std::to_string(frame->rets.size) + " (make it a blocking callback)");
+                    "ordered host callback '" + slot->name + "' cannot return arrays (only a token); the program "
+                    "declares " + std::to_string(arrays) + " (make it a blocking callback)");
       auto pending = std::make_unique<PendingOrdered>();
       pending->state = state->shared_from_this();
       pending->entry = entry;
@@ -241,15 +274,18 @@ XLA_FFI_Error* dispatch(size_t index, XLA_FFI_CallFrame* frame) noexcept {
         return slot->bridge->run_ordered(frame, &host);  // the bridge releases the context
       }
       SmallVector<PbHostTensor> operands(static_cast<size_t>(std::max<int64_t>(frame->args.size, 0)));
-      for (size_t i = 0; i < operands.size(); ++i)
-        if (Status st = describe(*slot, "operand", static_cast<int64_t>(i), frame->args.types[i], frame->args.args[i], operands[i]); !st)
-          return fail(api, st.error().code(), st.error().message());
+      if (Status st = collect(*slot, "operand", frame->args.size, frame->args.types, frame->args.args, operands); !st)
+        return fail(api, st.error().code(), st.error().message());
       if (Status st = enqueue_ordered(*pending, operands.span()); !st)
         return fail(api, st.error().code(), st.error().to_string());
       return nullptr;
     }
 
     state->blocking_calls.fetch_add(1, std::memory_order_relaxed);
+    // The host sees one order across both kinds: the ordered calls this execution made before this
+    // one are delivered first (run here if they are still queued: the program waits anyway).
+    if (const uint64_t ticket = state->last_ticket.load(std::memory_order_acquire); ticket != 0)
+      state->receiver->delivery().wait_for(ticket);
     BlockingContext context{slot, entry, frame};
     if (slot->bridge) {
       PbHostDispatch host{&context, &bridge_call, nullptr, nullptr};
@@ -258,13 +294,11 @@ XLA_FFI_Error* dispatch(size_t index, XLA_FFI_CallFrame* frame) noexcept {
       return e;
     }
     SmallVector<PbHostTensor> operands(static_cast<size_t>(std::max<int64_t>(frame->args.size, 0)));
-    for (size_t i = 0; i < operands.size(); ++i)
-      if (Status st = describe(*slot, "operand", static_cast<int64_t>(i), frame->args.types[i], frame->args.args[i], operands[i]); !st)
-        return fail(api, st.error().code(), st.error().message());
+    if (Status st = collect(*slot, "operand", frame->args.size, frame->args.types, frame->args.args, operands); !st)
+      return fail(api, st.error().code(), st.error().message());
     SmallVector<PbHostTensor> results(static_cast<size_t>(std::max<int64_t>(frame->rets.size, 0)));
-    for (size_t i = 0; i < results.size(); ++i)
-      if (Status st = describe(*slot, "result", static_cast<int64_t>(i), frame->rets.types[i], frame->rets.rets[i], results[i]); !st)
-        return fail(api, st.error().code(), st.error().message());
+    if (Status st = collect(*slot, "result", frame->rets.size, frame->rets.types, frame->rets.rets, results); !st)
+      return fail(api, st.error().code(), st.error().message());
     Status st = call_blocking(context, operands.span(), results.span());
     PB_HAPPENS_BEFORE(state);
     if (!st) {

@@ -10,9 +10,13 @@
 //    results, whose dtypes and dims the program fixes;
 //  - ordered (non-blocking): for calls without results (print, log, metrics). The operands are
 //    copied and the program goes on; the receiver's delivery thread (or the thread in await(), which
-//    runs what is still queued) calls the function, one call at a time, in the program's order, and
-//    never on a plugin thread. Every ordered call of an execution has returned before that
-//    execution's CallbackExecution::await() does.
+//    runs what is still queued) calls the function, one call at a time, in the order the plugin made
+//    the calls. Every ordered call of an execution has returned before that execution's
+//    CallbackExecution::await() does, and before any later blocking call of it runs (those queued
+//    then run on the blocking call's thread: the program is waiting anyway).
+// XLA may run independent side-effecting calls in any order: thread a !stablehlo.token through them
+// (as JAX does for ordered effects) to fix program order. Tokens are not passed to host functions,
+// and an ordered call may return one.
 // Host functions return a Status; an error (or an exception) fails the execution with its message.
 // They run on plugin or delivery threads and must never call back into PJRT (no execute, no
 // transfers).

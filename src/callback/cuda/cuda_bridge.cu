@@ -73,6 +73,23 @@ bool describe(int type, void* raw, PbHostTensor& out) {
   return true;
 }
 
+bool is_token(int type, void* raw) {
+  return type == XLA_FFI_ArgType_BUFFER && raw && static_cast<const XLA_FFI_Buffer*>(raw)->dtype == XLA_FFI_DataType_TOKEN;
+}
+
+// The arrays among a frame's entries, tokens left out (they only order side effects).
+template <class Types>
+bool collect(int64_t size, const Types* types, void* const* entries, std::vector<PbHostTensor>& out) {
+  out.clear();
+  for (int64_t i = 0; i < size; ++i) {
+    if (is_token(types[i], entries[i])) continue;
+    PbHostTensor t;
+    if (!describe(types[i], entries[i], t)) return false;
+    out.push_back(t);
+  }
+  return true;
+}
+
 cudaError_t stream_of(XLA_FFI_CallFrame* frame, cudaStream_t* stream) {
   const XLA_FFI_Api* api = frame->api;
   if (api->struct_size < offsetof(XLA_FFI_Api, XLA_FFI_Stream_Get) + sizeof(void*) || !api->XLA_FFI_Stream_Get)
@@ -158,18 +175,16 @@ XLA_FFI_Error* run_blocking(XLA_FFI_CallFrame* frame, const PbHostDispatch* host
   const XLA_FFI_Api* api = frame->api;
   cudaStream_t stream;
   if (cudaError_t e = stream_of(frame, &stream); e != cudaSuccess) return fail_cuda(api, "XLA_FFI_Stream_Get", e);
-  const size_t n = static_cast<size_t>(frame->args.size), m = static_cast<size_t>(frame->rets.size);
-  std::vector<PbHostTensor> operands(n), results(m);
+  std::vector<PbHostTensor> operands, results;
+  if (!collect(frame->args.size, frame->args.types, frame->args.args, operands))
+    return fail(api, "plugboard CUDA bridge: an operand is not an array it can pass on");
+  if (!collect(frame->rets.size, frame->rets.types, frame->rets.rets, results))
+    return fail(api, "plugboard CUDA bridge: a result is not an array it can pass on");
+  const size_t n = operands.size(), m = results.size();
   std::vector<void*> device_results(m);
   size_t total = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (!describe(frame->args.types[i], frame->args.args[i], operands[i])) return fail(api, "plugboard CUDA bridge: an operand is not an array it can pass on");
-    total += aligned(operands[i].size_bytes);
-  }
-  for (size_t i = 0; i < m; ++i) {
-    if (!describe(frame->rets.types[i], frame->rets.rets[i], results[i])) return fail(api, "plugboard CUDA bridge: a result is not an array it can pass on");
-    total += aligned(results[i].size_bytes);
-  }
+  for (const auto& t : operands) total += aligned(t.size_bytes);
+  for (const auto& t : results) total += aligned(t.size_bytes);
   thread_local PinnedArena arena;
   if (cudaError_t e = arena.reserve(total); e != cudaSuccess) return fail_cuda(api, "cudaMallocHost", e);
   char* cursor = static_cast<char*>(arena.base);
@@ -232,13 +247,12 @@ XLA_FFI_Error* run_ordered(XLA_FFI_CallFrame* frame, const PbHostDispatch* host)
   };
   cudaStream_t stream;
   if (cudaError_t e = stream_of(frame, &stream); e != cudaSuccess) return abandon(fail_cuda(api, "XLA_FFI_Stream_Get", e));
-  const size_t n = static_cast<size_t>(frame->args.size);
-  p->operands.resize(n);
+  if (!collect(frame->args.size, frame->args.types, frame->args.args, p->operands))
+    return abandon(fail(api, "plugboard CUDA bridge: an operand is not an array it can pass on"));
+  const size_t n = p->operands.size();
   p->dims.resize(n);
   size_t total = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (!describe(frame->args.types[i], frame->args.args[i], p->operands[i]))
-      return abandon(fail(api, "plugboard CUDA bridge: an operand is not an array it can pass on"));
     p->dims[i].assign(p->operands[i].dims, p->operands[i].dims + p->operands[i].rank);
     p->operands[i].dims = p->dims[i].data();
     total += aligned(p->operands[i].size_bytes);
