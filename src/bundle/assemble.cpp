@@ -81,13 +81,18 @@ Expected<Manifest> write_bundle(const std::filesystem::path& dir, const std::vec
   return manifest;
 }
 
+namespace {
+Expected<TargetEntry*> find_target(Manifest& manifest, const std::filesystem::path& dir, const std::string& target) {
+  for (auto& t : manifest.targets)
+    if (t.name == target) return &t;
+  return invalid_argument("the bundle " + dir.string() + " has no target " + target);
+}
+}  // namespace
+
 Expected<size_t> add_companion_wheel(const std::filesystem::path& dir, const std::string& target,
                                      const std::filesystem::path& wheel_path, const std::string& from) {
   PB_ASSIGN_OR_RETURN(Manifest manifest, read_manifest(dir));
-  TargetEntry* entry = nullptr;
-  for (auto& t : manifest.targets)
-    if (t.name == target) entry = &t;
-  if (!entry) return invalid_argument("--companion: the bundle " + dir.string() + " has no target " + target);
+  PB_ASSIGN_OR_RETURN(TargetEntry * entry, annotate(find_target(manifest, dir, target), "--companion"));
   PB_ASSIGN_OR_RETURN(fetch::Wheel wheel, fetch::Wheel::open(wheel_path));
   size_t added = 0;
   for (const fetch::WheelMember& m : wheel.members()) {
@@ -115,10 +120,7 @@ Expected<size_t> add_companion_wheel(const std::filesystem::path& dir, const std
 Status add_companion_file(const std::filesystem::path& dir, const std::string& target,
                           const std::filesystem::path& file, const std::string& from) {
   PB_ASSIGN_OR_RETURN(Manifest manifest, read_manifest(dir));
-  TargetEntry* entry = nullptr;
-  for (auto& t : manifest.targets)
-    if (t.name == target) entry = &t;
-  if (!entry) return invalid_argument("the bundle " + dir.string() + " has no target " + target);
+  PB_ASSIGN_OR_RETURN(TargetEntry * entry, find_target(manifest, dir, target));
   const std::string rel = (std::filesystem::path(entry->file).parent_path() / file.filename()).string();
   PB_ASSIGN_OR_RETURN(std::filesystem::path dest, resolve_in_bundle(dir, rel, "companion " + file.filename().string()));
   PB_ASSIGN_OR_RETURN(std::string sha, sha256_file(file));
