@@ -95,12 +95,6 @@ DType dtype_from_ffi(int t) {
   }
 }
 
-int ffi_from_dtype(DType t) {
-  for (int v = 1; v <= 40; ++v)
-    if (dtype_from_ffi(v) == t) return v;
-  return XLA_FFI_DataType_INVALID;
-}
-
 XLA_FFI_Error_Code ffi_code(Code code) noexcept {
   const int v = static_cast<int>(code);
   return (v >= 1 && v <= 16) ? static_cast<XLA_FFI_Error_Code>(v) : XLA_FFI_Error_Code_UNKNOWN;

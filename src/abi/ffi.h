@@ -102,7 +102,6 @@ inline bool ffi_api_covers(const XLA_FFI_Api* api, size_t offset) {
 
 // XLA FFI element types use XLA's PrimitiveType numbering, not PJRT_Buffer_Type's.
 DType dtype_from_ffi(int ffi_type);
-int ffi_from_dtype(DType t);
 
 // An XLA_FFI_Error for the runtime to carry back to the caller (never throws; null only when the
 // plugin's table has no Error_Create).

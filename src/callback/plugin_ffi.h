@@ -2,7 +2,7 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
+#include <set>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -20,13 +20,14 @@ struct PluginFfi {
   int64_t type_id = 0;                     // ExecutionState's id in this plugin's registry
   std::string platform;                    // "Host", "CUDA"
   const PbDeviceBridge* bridge = nullptr;  // null on the host platform
-  std::map<std::string, bool, std::less<>> targets;  // registered names
+  std::set<std::string, std::less<>> targets;  // registered names
   std::optional<Status> self_test;
 };
 
 // The plugin's registrations, made on first use (the FFI extension found, the user-data type
 // registered, the device bridge loaded where the platform needs one). Thread-safe; the result
-// lives as long as the process.
+// lives as long as the process. On the execute path: a thread asking again for the same plugin
+// takes no lock.
 Expected<PluginFfi*> plugin_ffi(const Client& client);
 
 }  // namespace plugboard::internal

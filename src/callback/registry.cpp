@@ -40,7 +40,7 @@ Status register_target_locked(internal::PluginFfi& ffi, std::string_view name) {
   PB_RETURN_IF_ERROR(annotate(abi::ffi_register_handler(ffi.plugin->api(), *ffi.extension, name, ffi.platform, handler),
                               "registering host callback '" + std::string(name) + "' on platform " + ffi.platform +
                                   " of " + ffi.plugin->path().string()));
-  ffi.targets.emplace(std::string(name), true);
+  ffi.targets.emplace(name);
   return ok();
 }
 
@@ -94,8 +94,16 @@ namespace internal {
 
 Expected<PluginFfi*> plugin_ffi(const Client& client) {
   const Plugin& plugin = client.plugin();
+  // Entries are never removed or moved, so the last one this thread found stays valid.
+  thread_local const Plugin* last_plugin = nullptr;
+  thread_local PluginFfi* last_ffi = nullptr;
+  if (last_plugin == &plugin) return last_ffi;
   std::lock_guard lock(g_mutex);
-  if (auto it = g_plugins.find(&plugin); it != g_plugins.end()) return it->second.get();
+  if (auto it = g_plugins.find(&plugin); it != g_plugins.end()) {
+    last_plugin = &plugin;
+    last_ffi = it->second.get();
+    return last_ffi;
+  }
   const std::string doing = "setting up host callbacks on " + plugin.path().string();
   auto ffi = std::make_unique<PluginFfi>();
   ffi->plugin = &plugin;
