@@ -7,7 +7,7 @@
 # Environment: PLUGBOARD_DEPS_DIR (default: ${XDG_CACHE_HOME:-~/.cache}/plugboard/deps) is where the
 # wheels and the files extracted from them live, outside the repository. PLUGBOARD_CUDA_BRIDGE=ON
 # requires the CUDA callback bridge to build (nvcc), OFF skips it, AUTO (default) builds it when
-# nvcc is found.
+# nvcc is found. PLUGBOARD_WERROR=OFF lets warnings pass (default ON: warnings are errors, as in CI).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -81,7 +81,7 @@ if [ $do_build -eq 1 ]; then
     log "configuring $build_dir (sanitizers: $sanitize)"
     cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DPLUGBOARD_DEPS_DIR="$deps" -DPLUGBOARD_SANITIZE="$sanitize" \
-      -DPLUGBOARD_CUDA_BRIDGE="${PLUGBOARD_CUDA_BRIDGE:-AUTO}" \
+      -DPLUGBOARD_CUDA_BRIDGE="${PLUGBOARD_CUDA_BRIDGE:-AUTO}" -DPLUGBOARD_WERROR="${PLUGBOARD_WERROR:-ON}" \
       -DPLUGBOARD_BENCH="$([ "$sanitize" = ON ] && echo OFF || echo ON)"
   fi
   log "building $build_dir"

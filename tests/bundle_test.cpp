@@ -4,7 +4,13 @@
 
 #include <zip.h>
 
+#include <sys/stat.h>
+
 #include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <thread>
 
 #include "base/sha256.h"
 #include "bundle/assemble.h"
@@ -223,10 +229,22 @@ void write_wheel(const std::filesystem::path& wheel, const std::vector<std::pair
 
 TEST(Companions, AWheelOfLibrariesIsLaidOutWhereTheRunpathLooksAndVerified) {
   auto dir = temp_dir("companions");
-  std::vector<TargetSource> s(1);
-  s[0].name = "vendor";
-  s[0].file = PLUGBOARD_FIXTURE_NEEDS_VENDOR;
-  PB_ASSERT_OK(write_bundle(dir, s));
+  // The fixture needs a vendor library but is no PJRT plugin, which write_bundle refuses: its entry is
+  // written by hand.
+  {
+    const std::string sha = *sha256_file(PLUGBOARD_FIXTURE_NEEDS_VENDOR);
+    TargetEntry e;
+    e.name = "vendor";
+    e.platform = "unknown";
+    e.file = "plugins/" + sha.substr(0, 16) + "/libneeds_vendor.so";
+    e.size = std::filesystem::file_size(PLUGBOARD_FIXTURE_NEEDS_VENDOR);
+    e.sha256 = sha;
+    std::filesystem::create_directories((dir / e.file).parent_path());
+    std::filesystem::copy_file(PLUGBOARD_FIXTURE_NEEDS_VENDOR, dir / e.file);
+    Manifest manifest;
+    manifest.targets.push_back(e);
+    PB_ASSERT_OK(write_manifest(dir, manifest));
+  }
   select::SelectOptions o;
   o.verify.stamp_dir = "";
   {
@@ -298,6 +316,99 @@ TEST(Companions, AFileBesideThePluginIsShippedWhereTheBridgeSearchLooks) {
   auto unknown = add_companion_file(dir, "nosuch", bridge, "x");
   ASSERT_FALSE(unknown);
   EXPECT_NE(unknown.error().message().find("no target nosuch"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Assembling a bundle from hostile or conflicting input (issue 11): all or nothing, one run at a time.
+
+// Every file of a folder with its bytes: equal snapshots mean an untouched bundle.
+std::map<std::string, std::string> snapshot(const std::filesystem::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) out[std::filesystem::relative(e.path(), dir).string()] = read_text(e.path());
+  return out;
+}
+
+TargetSource fault_target(const std::string& name) {
+  TargetSource t;
+  t.name = name;
+  t.file = PLUGBOARD_FIXTURE_FAULT_WELL_FORMED;
+  return t;
+}
+
+TEST(Assemble, AFileThatIsNoPjrtPluginIsRefusedAndNothingIsWritten) {
+  auto scratch = temp_dir("not_plugin_files");
+  const auto text = scratch / "notplugin.so";
+  std::ofstream(text) << "not a plugin\n";
+  const auto link = scratch / "link.so";
+  std::filesystem::create_symlink(text, link);
+  const auto fifo = scratch / "fifo.so";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  for (const std::filesystem::path& bad : {text, link, fifo, std::filesystem::path(PLUGBOARD_FIXTURE_NO_GET_PJRT_API)}) {
+    auto dir = temp_dir("not_plugin");
+    std::filesystem::remove(dir);
+    TargetSource t = fault_target("cpu");
+    t.file = bad;
+    auto m = write_bundle(dir, {t});
+    ASSERT_FALSE(m) << bad;
+    EXPECT_NE(m.error().to_string().find(bad.string()), std::string::npos) << m.error().to_string();
+    EXPECT_NE(m.error().to_string().find("target cpu"), std::string::npos) << m.error().to_string();
+    EXPECT_FALSE(std::filesystem::exists(dir)) << "a failed run left " << dir;
+  }
+}
+
+TEST(Assemble, AnyErrorLeavesAGoodBundleAsItWas) {
+  auto dir = small_bundle("all_or_nothing");
+  const auto before = snapshot(dir);
+  auto scratch = temp_dir("all_or_nothing_wheel");
+  write_wheel(scratch / "vendor_libs-1.0-py3-none-any.whl", {{"vendor/lib/libcompanion_dep.so", PLUGBOARD_FIXTURE_COMPANION_DEP}});
+  write_wheel(scratch / "empty-1.0-py3-none-any.whl", {{"empty/README", PLUGBOARD_FIXTURE_COMPANION_DEP}});
+  TargetSource with_dup_option = fault_target("opts");
+  with_dup_option.create_options = {{"fault", std::string("crash")}, {"fault", std::string("hang")}};
+  TargetSource nul_name = fault_target(std::string("nul\0name", 8));
+  TargetSource new_one = fault_target("fresh");
+  new_one.file = PLUGBOARD_FIXTURE_FAULT_INIT_ERROR;  // a file the bundle does not hold yet
+  struct Case {
+    std::string what;
+    BundlePlan plan;
+  };
+  const std::vector<Case> cases = {
+      {"a bad name after a good target", {{new_one, fault_target("bad name")}, {}, {}}},
+      {"a name given twice", {{new_one, fault_target("fresh")}, {}, {}}},
+      {"a NUL in a name", {{new_one, nul_name}, {}, {}}},
+      {"a create option given twice", {{new_one, with_dup_option}, {}, {}}},
+      {"a companion for a target that is not there", {{new_one}, {{"nosuch", scratch / "vendor_libs-1.0-py3-none-any.whl", "x"}}, {}}},
+      {"a companion wheel without libraries", {{new_one}, {{"fresh", scratch / "empty-1.0-py3-none-any.whl", "x"}}, {}}},
+      {"a companion file that is not there", {{new_one}, {}, {{"fresh", "", scratch / "missing.so", "x"}}}},
+  };
+  for (const Case& c : cases) {
+    auto a = assemble_bundle(dir, c.plan);
+    EXPECT_FALSE(a) << c.what;
+    EXPECT_EQ(snapshot(dir), before) << c.what << " changed the bundle";
+  }
+  auto m = read_manifest(dir);
+  PB_ASSERT_OK(m);
+  EXPECT_EQ(m->targets.size(), 3u);
+}
+
+// Several runs on one bundle at once, each adding its own target: every target is there at the end.
+TEST(Assemble, ConcurrentRunsOnOneBundleLoseNoTarget) {
+  for (int round = 0; round < 5; ++round) {
+    auto dir = temp_dir("concurrent");
+    std::filesystem::remove(dir);
+    constexpr int kRuns = 4;
+    std::vector<std::optional<Expected<Manifest>>> results(kRuns);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kRuns; ++i)
+      threads.emplace_back([&, i] { results[i] = write_bundle(dir, {fault_target("t" + std::to_string(i))}); });
+    for (auto& t : threads) t.join();
+    for (int i = 0; i < kRuns; ++i) ASSERT_TRUE(*results[i]) << "run " << i << ": " << results[i]->error().to_string();
+    auto m = read_manifest(dir);
+    PB_ASSERT_OK(m);
+    std::set<std::string> names;
+    for (const auto& t : m->targets) names.insert(t.name);
+    EXPECT_EQ(names.size(), static_cast<size_t>(kRuns)) << "round " << round << ": a target was lost";
+  }
 }
 
 }  // namespace

@@ -144,7 +144,9 @@ TEST_P(CallbackTest, OperandsAndResultsOfEveryDtypeAndShape) {
       } else {
         ASSERT_EQ(seen.size(), 1u) << t;
       }
-      if (!seen.empty()) EXPECT_EQ(seen[0], shape_string(dtype, dims)) << t;
+      if (!seen.empty()) {
+        EXPECT_EQ(seen[0], shape_string(dtype, dims)) << t;
+      }
       auto got = read<uint8_t>((*out)[0]);
       ASSERT_EQ(got.size(), n) << t;
       for (size_t i = 0; i < n; ++i) {

@@ -77,7 +77,7 @@ TEST(ElfDependenciesTest, NotAnElfFileIsAnErrorNamingIt) {
   std::ofstream(dir / "plugin.so") << "not an ELF";
   auto r = read_elf_dynamic_info(dir / "plugin.so");
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message().find("plugin.so: not an ELF file"), std::string::npos) << r.error().to_string();
+  EXPECT_NE(r.error().message().find("plugin.so is not an ELF file"), std::string::npos) << r.error().to_string();
   // An ELF header whose program headers point past the end of the file.
   std::ofstream(dir / "short.so", std::ios::binary) << std::string("\x7f" "ELF\x02\x01\x01", 7) << std::string(57, '\x7f');
   auto s = read_elf_dynamic_info(dir / "short.so");

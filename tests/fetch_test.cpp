@@ -1,14 +1,18 @@
 // The fetch layer on real wheels (from scripts/setup.sh, in PLUGBOARD_DEPS_DIR/wheels) and on fake
 // wheels built here with libzip around the fixture libraries: extraction byte for byte, cache reuse,
 // plugboard.lock checks, concurrency, inspection of unknown packages, pip's errors. No network.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zip.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <thread>
 
@@ -16,6 +20,7 @@
 #include "fetch/fetch.h"
 #include "fetch/known_packages.h"
 #include "fetch/package_spec.h"
+#include "fetch/wheel.h"
 #include "test_env.h"
 
 namespace plugboard::fetch {
@@ -626,6 +631,313 @@ TEST(Pip, DownloadsIntoTheCacheThenExtracts) {
   auto again = fetch_one(spec("lammps-jax-pjrt-cpu==0.11.2"), options);
   PB_ASSERT_OK(again);
   EXPECT_TRUE(again->from_cache);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Hostile input (issue 11): files that are not files, wheels that lie, JSON that is not what it seems,
+// pip that never ends, specs that look like options.
+
+namespace hostile {
+
+// Runs `f` on a thread; a call still blocked after `limit` on the FIFO `fifo` is a failure, and the
+// FIFO is then opened for writing so that the blocked reader (and the test) can finish.
+template <class F>
+auto within(std::chrono::seconds limit, const fs::path& fifo, F f) {
+  auto result = std::async(std::launch::async, f);
+  if (result.wait_for(limit) != std::future_status::ready) {
+    ADD_FAILURE() << "still blocked on the FIFO " << fifo << " after " << limit.count() << " s";
+    for (int i = 0; i < 100 && result.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready; ++i) {
+      const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  return result.get();
+}
+
+// A shell script that stands in for python: it records its arguments (and a requirements file given
+// with -r) in `record`, then runs `then`.
+fs::path fake_python(const fs::path& dir, const fs::path& record, const std::string& then) {
+  const fs::path script = dir / "fake-python3";
+  write_text(script, "#!/bin/sh\nprintf '%s\\n' \"$@\" > '" + record.string() +
+                         "'\nprev=\nfor a; do if [ \"$prev\" = -r ]; then cat \"$a\" >> '" + record.string() +
+                         "'; fi; prev=$a; done\n" + then + "\n");
+  fs::permissions(script, fs::perms::owner_all);
+  return script;
+}
+
+std::vector<std::string> lines_of(const fs::path& p) {
+  std::vector<std::string> out;
+  std::istringstream in(read_text(p));
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// A wheel of xla-cpu-pjrt==0.0.1 (a known package) whose plugin member is `content`.
+const char* kKnownWheel = "xla_cpu_pjrt-0.0.1-py3-none-any.whl";
+const char* kKnownMember = "xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so";
+
+// Sets the uncompressed size of the only member of a zip, in its local and its central header alike.
+void declare_size(const fs::path& zip_path, uint32_t size) {
+  std::string bytes = read_text(zip_path);
+  ASSERT_EQ(bytes.compare(0, 4, "PK\x03\x04"), 0);
+  const size_t central = bytes.rfind("PK\x01\x02");
+  ASSERT_NE(central, std::string::npos);
+  for (size_t at : {size_t{22}, central + 24})
+    for (int i = 0; i < 4; ++i) bytes[at + i] = static_cast<char>((size >> (8 * i)) & 0xff);
+  write_text(zip_path, bytes);
+}
+
+}  // namespace hostile
+
+TEST(Hostile, AFifoNamedLikeAWheelIsRefusedNotWaitedOn) {
+  ScratchDir dir;
+  fs::create_directories(dir / "wheels");
+  const fs::path fifo = dir / "wheels" / kFakeWheel;
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  auto f = hostile::within(std::chrono::seconds(20), fifo, [&] {
+    return fetch_one(spec("fake-pjrt-plugin==1.0"), offline(dir / "cache", dir / "plugboard.lock", dir / "wheels"));
+  });
+  ASSERT_FALSE(f);
+  EXPECT_NE(f.error().to_string().find(fifo.string()), std::string::npos) << f.error().to_string();
+  EXPECT_NE(f.error().to_string().find("FIFO"), std::string::npos) << f.error().to_string();
+  // A companion wheel is opened the same way.
+  auto w = hostile::within(std::chrono::seconds(20), fifo, [&] { return Wheel::open(fifo); });
+  ASSERT_FALSE(w);
+  EXPECT_NE(w.error().to_string().find("FIFO"), std::string::npos) << w.error().to_string();
+  // So is a lock file.
+  const fs::path lock_fifo = dir / "fifo.lock";
+  ASSERT_EQ(::mkfifo(lock_fifo.c_str(), 0644), 0);
+  auto lock = hostile::within(std::chrono::seconds(20), lock_fifo, [&] { return read_lock(lock_fifo); });
+  ASSERT_FALSE(lock);
+  EXPECT_NE(lock.error().to_string().find(lock_fifo.string()), std::string::npos) << lock.error().to_string();
+}
+
+TEST(Hostile, AKnownPackageWhosePluginIsATextFileIsRefusedAndNotCached) {
+  ScratchDir dir;
+  fs::create_directories(dir / "wheels");
+  make_wheel(dir / "wheels" / hostile::kKnownWheel, {{hostile::kKnownMember, std::nullopt, "this is no plugin\n"}});
+  auto f = fetch_one(spec("xla-cpu-pjrt==0.0.1"), offline(dir / "cache", dir / "plugboard.lock", dir / "wheels"));
+  ASSERT_FALSE(f);
+  EXPECT_EQ(f.error().code(), Code::kFailedPrecondition) << f.error().to_string();
+  for (const std::string& part : {std::string(hostile::kKnownMember), std::string(hostile::kKnownWheel), std::string("GetPjrtApi")})
+    EXPECT_NE(f.error().to_string().find(part), std::string::npos) << part << " not in: " << f.error().to_string();
+  EXPECT_TRUE(files_under(dir / "cache" / "plugins").empty());
+  EXPECT_TRUE(files_under(dir / "cache" / "index").empty());
+}
+
+TEST(Hostile, APluginMemberThatIsASymlinkIsRefused) {
+  ScratchDir dir;
+  fs::create_directories(dir / "wheels");
+  const fs::path wheel = dir / "wheels" / hostile::kKnownWheel;
+  make_wheel(wheel, {{hostile::kKnownMember, std::nullopt, "../../../../usr/lib/libc.so.6"}});
+  {
+    int err = 0;
+    zip_t* z = zip_open(wheel.c_str(), 0, &err);
+    ASSERT_NE(z, nullptr);
+    ASSERT_EQ(zip_file_set_external_attributes(z, 0, 0, ZIP_OPSYS_UNIX, static_cast<zip_uint32_t>(S_IFLNK | 0777) << 16), 0);
+    ASSERT_EQ(zip_close(z), 0);
+  }
+  auto f = fetch_one(spec("xla-cpu-pjrt==0.0.1"), offline(dir / "cache", dir / "plugboard.lock", dir / "wheels"));
+  ASSERT_FALSE(f);
+  EXPECT_NE(f.error().to_string().find("symbolic link"), std::string::npos) << f.error().to_string();
+  EXPECT_NE(f.error().to_string().find(hostile::kKnownMember), std::string::npos) << f.error().to_string();
+  EXPECT_TRUE(files_under(dir / "cache" / "plugins").empty());
+}
+
+// 64 MiB of zeros in a ~64 KiB wheel: refused from its entry, before a byte is inflated.
+TEST(Hostile, AZipBombIsRefusedBeforeAnythingIsWritten) {
+  ScratchDir dir;
+  fs::create_directories(dir / "wheels");
+  const fs::path wheel = dir / "wheels" / hostile::kKnownWheel;
+  {
+    const std::string zeros(size_t{64} << 20, '\0');
+    int err = 0;
+    zip_t* z = zip_open(wheel.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
+    ASSERT_NE(z, nullptr);
+    zip_source_t* src = zip_source_buffer(z, zeros.data(), zeros.size(), 0);
+    ASSERT_GE(zip_file_add(z, hostile::kKnownMember, src, 0), 0);
+    ASSERT_EQ(zip_close(z), 0);
+  }
+  ASSERT_LT(fs::file_size(wheel), size_t{1} << 20);
+  auto f = fetch_one(spec("xla-cpu-pjrt==0.0.1"), offline(dir / "cache", dir / "plugboard.lock", dir / "wheels"));
+  ASSERT_FALSE(f);
+  EXPECT_EQ(f.error().code(), Code::kResourceExhausted) << f.error().to_string();
+  EXPECT_NE(f.error().to_string().find("refused before extraction"), std::string::npos) << f.error().to_string();
+  EXPECT_NE(f.error().to_string().find(hostile::kKnownMember), std::string::npos) << f.error().to_string();
+  EXPECT_TRUE(files_under(dir / "cache" / "plugins").empty());
+  EXPECT_TRUE(temporaries(dir / "cache").empty());
+}
+
+// An entry that declares 1000 bytes and inflates to 4 MiB: the extraction stops at byte 1001.
+TEST(Hostile, AnEntryThatLiesAboutItsSizeStopsAtTheFirstExtraByte) {
+  ScratchDir dir;
+  const fs::path wheel = dir / "liar-1.0-py3-none-any.whl";
+  const std::string data(size_t{4} << 20, 'A');
+  {
+    int err = 0;
+    zip_t* z = zip_open(wheel.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
+    ASSERT_NE(z, nullptr);
+    ASSERT_GE(zip_file_add(z, "liar/libliar.so", zip_source_buffer(z, data.data(), data.size(), 0), 0), 0);
+    ASSERT_EQ(zip_close(z), 0);
+  }
+  hostile::declare_size(wheel, 1000);
+  auto w = Wheel::open(wheel);
+  PB_ASSERT_OK(w);
+  const WheelMember* m = w->find("liar/libliar.so");
+  ASSERT_NE(m, nullptr);
+  ASSERT_EQ(m->size, 1000u);
+  uint64_t delivered = 0;
+  auto read = w->read(*m, [&](std::span<const std::byte> chunk) -> Status {
+    delivered += chunk.size();
+    return ok();
+  }, false);
+  ASSERT_FALSE(read);
+  EXPECT_EQ(read.error().code(), Code::kDataLoss);
+  EXPECT_NE(read.error().to_string().find("liar/libliar.so"), std::string::npos) << read.error().to_string();
+  EXPECT_NE(read.error().to_string().find(wheel.string()), std::string::npos) << read.error().to_string();
+  EXPECT_LE(delivered, 1000u);
+  auto x = w->extract(*m, dir.path(), false);
+  ASSERT_FALSE(x);
+  EXPECT_EQ(files_under(dir.path()).size(), 1u);  // the wheel alone: no temporary left
+}
+
+TEST(Hostile, ADamagedCacheIndexIsAnErrorNamingIt) {
+  ScratchDir dir;
+  fs::create_directories(dir / "wheels");
+  make_fake_plugin_wheel(dir / "wheels");
+  const FetchOptions options = offline(dir / "cache", dir / "plugboard.lock", dir / "wheels");
+  auto first = fetch_one(spec("fake-pjrt-plugin==1.0"), options);
+  PB_ASSERT_OK(first);
+  const fs::path index = dir / "cache" / "index" / (first->wheel_sha256 + ".json");
+  ASSERT_TRUE(fs::exists(index));
+  const std::string good = read_text(index);
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  for (const std::string& bad : {std::string(R"({"schema": 1, "plugin_path": 5, "plugin_sha256": "x", "size": "big", "mtime_ns": []})"),
+                                 "{\"schema\": 1, \"schema\": 1, " + good.substr(good.find('{') + 1),
+                                 "{\"plugin_path\": " + deep + ", " + good.substr(good.find('{') + 1)}) {
+    write_text(index, bad);
+    auto f = fetch_one(spec("fake-pjrt-plugin==1.0"), options);
+    ASSERT_FALSE(f) << bad.substr(0, 80);
+    EXPECT_EQ(f.error().code(), Code::kDataLoss) << f.error().to_string();
+    EXPECT_NE(f.error().to_string().find(index.string()), std::string::npos) << f.error().to_string();
+  }
+}
+
+TEST(Hostile, AHostileLockFileIsAnErrorNamingIt) {
+  ScratchDir dir;
+  const fs::path path = dir / "plugboard.lock";
+  const std::string entry = R"({"package": "a", "version": "1", "wheel": "w.whl", "wheel_sha256": ")" + std::string(64, 'c') +
+                            R"(", "plugin_path": "a/p.so", "plugin_sha256": ")" + std::string(64, 'c') + R"("})";
+  for (const std::string& bad : {R"({"schema": 1, "packages": [], "packages": [)" + entry + "]}",
+                                 R"({"schema": 1, "packages": [{"package": "a", "package": "b", )" + entry.substr(1) + "]}",
+                                 R"({"schema": 1, "packages": [{"kind": 7, )" + entry.substr(1) + "]}",
+                                 R"({"schema": 1, "x": )" + std::string(100000, '{') + "}"}) {
+    write_text(path, bad);
+    auto lock = read_lock(path);
+    ASSERT_FALSE(lock) << bad.substr(0, 80);
+    EXPECT_NE(lock.error().to_string().find(path.string()), std::string::npos) << lock.error().to_string();
+  }
+}
+
+TEST(Pip, SpecsComeAfterDoubleDashAndPipHasATimeout) {
+  ScratchDir dir;
+  FetchOptions options;
+  options.cache_dir = dir / "cache";
+  options.lock_path = dir / "plugboard.lock";
+  options.python = hostile::fake_python(dir.path(), dir / "args", "exit 1").string();
+  auto f = fetch_one(spec("fake-pjrt-plugin==1.0"), options);
+  ASSERT_FALSE(f);
+  const auto args = hostile::lines_of(dir / "args");
+  ASSERT_GE(args.size(), 2u);
+  EXPECT_EQ(args[args.size() - 2], "--");
+  EXPECT_EQ(args.back(), "fake-pjrt-plugin==1.0");
+  EXPECT_NE(std::find(args.begin(), args.end(), "--timeout"), args.end());
+}
+
+TEST(Pip, FetchRefusesASpecThatIsAnOptionBeforePipRuns) {
+  ScratchDir dir;
+  FetchOptions options;
+  options.cache_dir = dir / "cache";
+  options.lock_path = dir / "plugboard.lock";
+  options.python = hostile::fake_python(dir.path(), dir / "args", "exit 1").string();
+  for (const PackageSpec& bad : {PackageSpec{"--index-url=http://example.invalid/simple", "1.0"},
+                                 PackageSpec{"pkg", "1.0 --extra-index-url=http://example.invalid"},
+                                 PackageSpec{" pkg", "1.0"}}) {
+    auto f = fetch_one(bad, options);
+    ASSERT_FALSE(f) << bad.to_string();
+    EXPECT_EQ(f.error().code(), Code::kInvalidArgument) << f.error().to_string();
+    EXPECT_FALSE(fs::exists(dir / "args")) << "pip ran for " << bad.to_string();
+    auto w = fetch_wheel(bad, options);
+    ASSERT_FALSE(w) << bad.to_string();
+    EXPECT_FALSE(fs::exists(dir / "args")) << "pip ran for " << bad.to_string();
+  }
+}
+
+TEST(Pip, APipThatNeverEndsIsKilledAtItsTimeLimit) {
+  ScratchDir dir;
+  FetchOptions options;
+  options.cache_dir = dir / "cache";
+  options.lock_path = dir / "plugboard.lock";
+  options.python = hostile::fake_python(dir.path(), dir / "args", "sleep 30").string();
+  options.pip_time_limit = std::chrono::milliseconds(300);
+  const auto start = std::chrono::steady_clock::now();
+  auto f = fetch_one(spec("fake-pjrt-plugin==1.0"), options);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(f);
+  EXPECT_EQ(f.error().code(), Code::kDeadlineExceeded) << f.error().to_string();
+  EXPECT_NE(f.error().to_string().find("did not finish within 300 ms"), std::string::npos) << f.error().to_string();
+  EXPECT_LT(took, std::chrono::seconds(10));
+  EXPECT_TRUE(temporaries(dir / "cache").empty());
+}
+
+TEST(Pip, ALockedWheelIsDownloadedWithRequireHashes) {
+  ScratchDir dir;
+  const std::string hash(64, 'd');
+  LockFile lock;
+  lock.entries = {{"fake-pjrt-plugin", "1.0", kFakeWheel, hash, kFakeMember, std::string(64, 'e'), false},
+                  {"vendor-libs", "1.0", "vendor_libs-1.0-py3-none-any.whl", std::string(64, 'f'), "", "", true}};
+  PB_ASSERT_OK(write_lock(dir / "plugboard.lock", lock));
+  FetchOptions options;
+  options.cache_dir = dir / "cache";
+  options.lock_path = dir / "plugboard.lock";
+  options.python = hostile::fake_python(dir.path(), dir / "args", "exit 1").string();
+  ASSERT_FALSE(fetch_one(spec("fake-pjrt-plugin==1.0"), options));
+  auto args = hostile::lines_of(dir / "args");
+  EXPECT_NE(std::find(args.begin(), args.end(), "--require-hashes"), args.end());
+  EXPECT_NE(std::find(args.begin(), args.end(), "fake-pjrt-plugin==1.0 --hash=sha256:" + hash), args.end());
+  // A companion wheel too.
+  ASSERT_FALSE(fetch_wheel(spec("vendor-libs==1.0"), options));
+  args = hostile::lines_of(dir / "args");
+  EXPECT_NE(std::find(args.begin(), args.end(), "--require-hashes"), args.end());
+  EXPECT_NE(std::find(args.begin(), args.end(), "vendor-libs==1.0 --hash=sha256:" + std::string(64, 'f')), args.end());
+}
+
+TEST(Companions, AreRecordedInTheLockAndHeldToIt) {
+  ScratchDir dir;
+  fs::create_directories(dir / "wheels");
+  const fs::path wheel = dir / "wheels" / "vendor_libs-1.0-py3-none-any.whl";
+  make_wheel(wheel, {{"vendor/lib/libcompanion_dep.so", fs::path(PLUGBOARD_FIXTURE_COMPANION_DEP), ""}});
+  FetchOptions options = offline(dir / "cache", dir / "plugboard.lock", dir / "wheels");
+  options.write_lock = true;
+  auto w = fetch_wheel(spec("Vendor_Libs==1.0"), options);
+  PB_ASSERT_OK(w);
+  auto lock = read_lock(dir / "plugboard.lock");
+  PB_ASSERT_OK(lock);
+  ASSERT_EQ(lock->entries.size(), 1u);
+  EXPECT_TRUE(lock->entries[0].companion);
+  EXPECT_EQ(lock->entries[0].package, "vendor-libs");
+  EXPECT_EQ(lock->entries[0].version, "1.0");
+  EXPECT_EQ(lock->entries[0].wheel, wheel.filename().string());
+  EXPECT_EQ(lock->entries[0].wheel_sha256, sha_of(wheel));
+  EXPECT_NE(read_text(dir / "plugboard.lock").find("\"companion\""), std::string::npos);
+
+  make_wheel(wheel, {{"vendor/lib/libcompanion_dep.so", fs::path(PLUGBOARD_FIXTURE_NO_GET_PJRT_API), ""}});  // other bytes
+  options.write_lock = false;
+  auto tampered = fetch_wheel(spec("vendor-libs==1.0"), options);
+  ASSERT_FALSE(tampered);
+  EXPECT_EQ(tampered.error().code(), Code::kDataLoss);
+  for (const std::string& part : {(dir / "plugboard.lock").string(), lock->entries[0].wheel_sha256, sha_of(wheel)})
+    EXPECT_NE(tampered.error().to_string().find(part), std::string::npos) << part << " not in: " << tampered.error().to_string();
 }
 
 }  // namespace

@@ -1,7 +1,11 @@
 // Loading and verifying real plugins, and refusing files that are not plugins.
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <fstream>
+#include <future>
+#include <thread>
 
 #include "plugin/plugin.h"
 #include "test_env.h"
@@ -96,19 +100,19 @@ TEST(PluginTest, NotAnElfFileIsRefusedBeforeDlopen) {
   std::filesystem::remove(path);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code(), Code::kInvalidArgument);
-  EXPECT_NE(r.error().message().find("is not an ELF shared library"), std::string::npos) << r.error().to_string();
+  EXPECT_NE(r.error().message().find("is not an ELF file"), std::string::npos) << r.error().to_string();
   EXPECT_NE(r.error().message().find(path.filename().string()), std::string::npos);
 }
 
-TEST(PluginTest, TruncatedElfGivesTheDlopenError) {
-  // An ELF header and nothing after it: dlopen fails, and its own words come back.
+TEST(PluginTest, TruncatedElfIsRefusedBeforeDlopen) {
+  // An ELF identification and nothing after it: refused by the ELF check, never handed to dlopen.
   auto path = std::filesystem::temp_directory_path() / ("plugboard_truncated_" + std::to_string(::getpid()) + ".so");
   std::ofstream(path, std::ios::binary) << "\x7f" "ELF\x02\x01\x01";
   auto r = load_plugin(path);
   std::filesystem::remove(path);
   ASSERT_FALSE(r);
-  EXPECT_EQ(r.error().code(), Code::kFailedPrecondition);
-  EXPECT_NE(r.error().message().find("cannot load"), std::string::npos) << r.error().to_string();
+  EXPECT_EQ(r.error().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.error().message().find("truncated ELF file"), std::string::npos) << r.error().to_string();
   EXPECT_NE(r.error().message().find(path.filename().string()), std::string::npos);
 }
 
@@ -166,6 +170,78 @@ TEST(FaultPluginTest, InitializeErrorCarriesThePluginsCodeAndMessage) {
   const std::string text = r.error().to_string();
   EXPECT_NE(text.find("initializing "), std::string::npos) << text;
   EXPECT_NE(text.find("PJRT_Plugin_Initialize in "), std::string::npos) << text;
+}
+
+// A plugin whose PJRT_Plugin_Initialize blocks (until a gate file exists) holds up the loads of that
+// file only: another plugin loads meanwhile, from another thread, within a bound.
+TEST(FaultPluginTest, HangingInitializeDoesNotBlockOtherPlugins) {
+  const auto gate = std::filesystem::temp_directory_path() / ("plugboard_init_gate_" + std::to_string(::getpid()));
+  std::filesystem::remove(gate);
+  ::setenv("PLUGBOARD_FAULT_INIT_GATE", gate.c_str(), 1);
+  auto open_gate = [&] { std::ofstream(gate) << "go"; };
+
+  auto hanging = std::async(std::launch::async, [] { return load_plugin(PLUGBOARD_FIXTURE_FAULT_INIT_WAIT); });
+  // Let the first load reach PJRT_Plugin_Initialize.
+  EXPECT_EQ(hanging.wait_for(std::chrono::milliseconds(500)), std::future_status::timeout)
+      << "the fixture's Initialize did not wait for its gate";
+
+  auto other = std::async(std::launch::async, [] { return load_plugin(PLUGBOARD_FIXTURE_FAULT_CPU_NO_FFI); });
+  const bool in_time = other.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  open_gate();  // release the hanging plugin either way, so that the test ends
+  ASSERT_TRUE(in_time) << "loading another plugin waited for a hanging PJRT_Plugin_Initialize";
+  PB_ASSERT_OK(other.get());
+  auto first = hanging.get();
+  PB_ASSERT_OK(first);
+
+  // The same file is still initialized once: a second load gets the remembered plugin.
+  auto again = load_plugin(PLUGBOARD_FIXTURE_FAULT_INIT_WAIT);
+  PB_ASSERT_OK(again);
+  EXPECT_EQ(again->get(), first->get());
+  ::unsetenv("PLUGBOARD_FAULT_INIT_GATE");
+  std::filesystem::remove(gate);
+}
+
+// A file replaced at a path already loaded (another inode): dlopen hands back the library it mapped
+// for that path, and that library is the plugin already loaded, not a second initialization of it.
+TEST(FaultPluginTest, FileReplacedAtALoadedPathIsTheLoadedPlugin) {
+  const auto dir = std::filesystem::temp_directory_path() / ("plugboard_replaced_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(PLUGBOARD_FIXTURE_FAULT_WELL_FORMED, dir / "plugin.so");
+  auto first = load_plugin(dir / "plugin.so");
+  PB_ASSERT_OK(first);
+  std::filesystem::copy_file(PLUGBOARD_FIXTURE_FAULT_WELL_FORMED, dir / "new.so");
+  std::filesystem::rename(dir / "new.so", dir / "plugin.so");
+  auto second = load_plugin(dir / "plugin.so");
+  PB_ASSERT_OK(second);
+  EXPECT_EQ(first->get(), second->get());
+  size_t count = 0;
+  for (const auto& p : loaded_plugins()) count += p.get() == first->get();
+  EXPECT_EQ(count, 1u);
+  std::filesystem::remove_all(dir);
+}
+
+// Two threads loading the same file at once get one plugin, initialized once.
+TEST(FaultPluginTest, ConcurrentLoadsOfOneFileShareOnePlugin) {
+  const auto gate = std::filesystem::temp_directory_path() / ("plugboard_init_gate2_" + std::to_string(::getpid()));
+  std::filesystem::remove(gate);
+  // A copy: the fixture itself may be loaded by the test above in this process.
+  const auto copy = std::filesystem::temp_directory_path() / ("plugboard_init_wait_" + std::to_string(::getpid()) + ".so");
+  std::filesystem::remove(copy);
+  std::filesystem::copy_file(PLUGBOARD_FIXTURE_FAULT_INIT_WAIT, copy);
+  ::setenv("PLUGBOARD_FAULT_INIT_GATE", gate.c_str(), 1);
+  auto a = std::async(std::launch::async, [&] { return load_plugin(copy); });
+  auto b = std::async(std::launch::async, [&] { return load_plugin(copy); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::ofstream(gate) << "go";
+  auto ra = a.get();
+  auto rb = b.get();
+  PB_ASSERT_OK(ra);
+  PB_ASSERT_OK(rb);
+  EXPECT_EQ(ra->get(), rb->get());
+  ::unsetenv("PLUGBOARD_FAULT_INIT_GATE");
+  std::filesystem::remove(gate);
+  std::filesystem::remove(copy);
 }
 
 }  // namespace

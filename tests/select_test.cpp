@@ -6,8 +6,11 @@
 #include <thread>
 
 #include "base/sha256.h"
+#include "base/terminal_text.h"
 #include "bundle/assemble.h"
+#include "bundle/boot.h"
 #include "bundle/manifest.h"
+#include "select/isolate_protocol.h"
 #include "select/select.h"
 #include "test_env.h"
 
@@ -275,6 +278,196 @@ TEST(Select, EnvironmentPolicy) {
   ::unsetenv("PLUGBOARD_TARGETS");
 }
 
+// ---- hostile settings and answers (issue 11) ----
+
+// A number in an environment variable is parsed whole: "5s" was 5 ms, "1e3" 1 ms, "abc" ignored. Each
+// now fails the boot, naming the variable.
+TEST(SelectHostile, EnvironmentNumbersAndFlagsAreStrict) {
+  struct Case {
+    const char* var;
+    const char* value;
+  };
+  for (Case c : {Case{"PLUGBOARD_ISOLATE_TIMEOUT_MS", "5s"}, Case{"PLUGBOARD_ISOLATE_TIMEOUT_MS", "1e3"},
+                 Case{"PLUGBOARD_ISOLATE_TIMEOUT_MS", "abc"}, Case{"PLUGBOARD_ISOLATE_TIMEOUT_MS", "-1"},
+                 Case{"PLUGBOARD_ISOLATE_TIMEOUT_MS", "0"}, Case{"PLUGBOARD_ISOLATE_TIMEOUT_MS", " 100"},
+                 Case{"PLUGBOARD_ISOLATE_TIMEOUT_MS", "99999999999999999999"}, Case{"PLUGBOARD_PROBES", "maybe"},
+                 Case{"PLUGBOARD_ISOLATE", "2"}, Case{"PLUGBOARD_REHASH", "yes please"}}) {
+    ::setenv(c.var, c.value, 1);
+    bundle::BootOptions b;
+    b.discovery.environment = false;
+    b.select = options_from_environment(quiet_options());
+    ::unsetenv(c.var);
+    auto booted = bundle::boot(b);
+    ASSERT_FALSE(booted) << c.var << "=" << c.value << " was accepted";
+    EXPECT_NE(booted.error().to_string().find(c.var), std::string::npos) << booted.error().to_string();
+    // select_target with the same options refuses too, trying nothing.
+    Selection s = select_target({fault("f", "")}, b.select);
+    EXPECT_FALSE(s.client) << c.var << "=" << c.value;
+    ASSERT_FALSE(s.status());
+    EXPECT_NE(s.status().error().to_string().find(c.var), std::string::npos) << s.status().error().to_string();
+  }
+  ::setenv("PLUGBOARD_ISOLATE_TIMEOUT_MS", "250", 1);
+  ::setenv("PLUGBOARD_PROBES", "off", 1);
+  SelectOptions o = options_from_environment(quiet_options());
+  ::unsetenv("PLUGBOARD_ISOLATE_TIMEOUT_MS");
+  ::unsetenv("PLUGBOARD_PROBES");
+  EXPECT_FALSE(o.problem);
+  EXPECT_EQ(o.isolation.timeout.count(), 250);
+  EXPECT_FALSE(o.probes);
+}
+
+// PLUGBOARD_PROBES=0 turns the probes off, except a TPU target's: it is never loaded without its probe
+// (here a fault-plugin copy marked tpu, on a machine without /dev/accel* or /dev/vfio).
+TEST(SelectHostile, ATpuTargetIsNeverLoadedWithoutItsProbe) {
+  auto dir = temp_dir("tpu_no_probe");
+  std::filesystem::create_directories(dir / "plugins");
+  for (const char* f : {"tpu.so", "tpu_by_platform.so", "cpu.so"})
+    std::filesystem::copy_file(PLUGBOARD_FIXTURE_FAULT_WELL_FORMED, dir / "plugins" / f);
+  const auto size = std::to_string(std::filesystem::file_size(dir / "plugins/tpu.so"));
+  const std::string sha = *sha256_file(dir / "plugins/tpu.so");
+  auto target = [&](const std::string& name, const std::string& platform, const std::string& probe, int priority) {
+    return "{\"name\": \"" + name + "\", \"platform\": \"" + platform + "\", \"file\": \"plugins/" + name + ".so\", \"size\": " +
+           size + ", \"sha256\": \"" + sha + "\", \"probe\": \"" + probe + "\", \"priority\": " + std::to_string(priority) + "}";
+  };
+  std::ofstream(dir / bundle::kManifestName) << "{\"schema\": 1, \"targets\": [" << target("tpu", "tpu", "tpu", 110) << ", "
+                                            << target("tpu_by_platform", "tpu", "none", 105) << ", "
+                                            << target("cpu", "cpu", "none", 10) << "]}";
+  FakeMachine m;
+  m.touch("dev/null");
+  ::setenv("PLUGBOARD_PROBES", "0", 1);
+  bundle::BootOptions b;
+  b.discovery.bundle = dir;
+  b.discovery.environment = false;
+  b.select = options_from_environment(quiet_options());
+  ::unsetenv("PLUGBOARD_PROBES");
+  b.select.probe_env.dev_root = m.root / "dev";  // no /dev/accel*, no /dev/vfio (the libraries as here)
+  b.select.probe_env.getenv = nullptr;
+  ASSERT_FALSE(b.select.probes);
+  auto booted = bundle::boot(b);
+  PB_ASSERT_OK(booted);
+  const Selection& s = booted->selection;
+  ASSERT_TRUE(s.client) << s.report.to_text();
+  EXPECT_EQ(s.report.chosen_report()->candidate.name, "cpu") << s.report.to_text();
+  for (const char* name : {"tpu", "tpu_by_platform"}) {
+    const CandidateReport& r = only(s, name);
+    EXPECT_EQ(r.failed_stage, Stage::kProbed) << s.report.to_text();
+    ASSERT_TRUE(r.error) << name;
+    EXPECT_NE(r.error->message().find("never loaded without its probe"), std::string::npos) << r.error->message();
+    EXPECT_NE(r.error->message().find("no TPU device node"), std::string::npos) << r.error->message();
+  }
+  for (const auto& p : loaded_plugins())
+    EXPECT_NE(p->path().filename().string().rfind("tpu", 0), 0u) << "loaded " << p->path();
+}
+
+TEST(IsolateProtocol, MalformedAnswersAreErrorsNotExceptions) {
+  const char* lines[] = {
+      R"({"stage": "loaded", "passed": "yes"})",
+      R"({"stage": "loaded", "passed": true, "ms": "fast"})",
+      R"({"stage": "loaded", "passed": true, "detail": 5})",
+      R"({"stage": "client", "passed": false, "code": "x", "message": "m"})",
+      R"({"stage": "client", "passed": false, "code": 99, "message": "m"})",
+      R"({"stage": "client", "passed": false, "code": 3, "message": 7})",
+      R"({"stage": "client", "passed": false, "code": 3, "message": "m", "context": "c"})",
+      R"({"stage": "client", "passed": false, "code": 3, "message": "m", "context": [1]})",
+      R"({"stage": "loaded", "stage": "devices", "passed": true})",
+      R"({"stage": 5, "passed": true})",
+      R"({"passed": true})",
+      R"([1, 2])",
+      R"({"stage": "loaded", "passed": true)",
+  };
+  for (const char* line : lines) {
+    Expected<isolate_protocol::DecodedStage> d = std::unexpected(Error(Code::kUnknown, "not run"));
+    EXPECT_NO_THROW(d = isolate_protocol::decode_stage(line)) << line;
+    EXPECT_FALSE(d) << line << " was taken for a stage report";
+  }
+  auto good = isolate_protocol::decode_stage(R"({"stage": "client", "passed": false, "ms": 2, "code": 14, "message": "m"})");
+  PB_ASSERT_OK(good);
+  EXPECT_EQ(good->error->code(), Code::kUnavailable);
+
+  for (const char* arg : {R"({"path": "/x", "name": 5})", R"({"path": 5})", R"({"path": "/x", "create_options": []})",
+                          R"({"path": "/x", "source": {"a": 1}})", R"({"path": "/x\u0000y"})"}) {
+    Expected<Candidate> c = std::unexpected(Error(Code::kUnknown, "not run"));
+    EXPECT_NO_THROW(c = isolate_protocol::decode_candidate(arg)) << arg;
+    EXPECT_FALSE(c) << arg;
+  }
+}
+
+// A child (standing in for plugboard-isolate, whose stdout a plugin shares) that answers with
+// wrong-typed fields and an escape sequence: the start-up fails with a reason, the report prints it
+// harmlessly, and nothing throws.
+TEST(IsolateProtocol, AMalformedChildIsAReasonNotAnException) {
+  auto dir = temp_dir("fake_child");
+  const auto helper = dir / "fake-isolate";
+  std::ofstream(helper) << "#!/bin/sh\n"
+                           "echo '{\"stage\": \"loaded\", \"passed\": \"yes\", \"ms\": 1}'\n"
+                           "echo '{\"stage\": \"loaded\", \"passed\": true, \"ms\": \"slow\"}'\n"
+                           "echo '{\"stage\": \"loaded\", \"passed\": false, \"ms\": 1, \"detail\": \"\", \"code\": 13, "
+                           "\"message\": \"evil \\u001b]0;pwned\\u0007 \\u001b[2J text\", \"context\": []}'\n";
+  std::filesystem::permissions(helper, std::filesystem::perms::owner_all);
+  IsolationOptions o;
+  o.helper = helper;
+  o.timeout = std::chrono::milliseconds(5000);
+  Candidate c = fault("evil", "");
+  StartOutcome out;
+  EXPECT_NO_THROW(out = start_isolated(c, o));
+  ASSERT_TRUE(out.failed_stage);
+  EXPECT_EQ(*out.failed_stage, Stage::kLoaded);
+  ASSERT_TRUE(out.error);
+  EXPECT_NE(out.error->message().find("pwned"), std::string::npos) << out.error->message();
+
+  BootReport report;
+  CandidateReport r{c};
+  r.verdict = Verdict::kFailed;
+  r.failed_stage = out.failed_stage;
+  r.error = out.error;
+  r.stages = out.stages;
+  report.candidates.push_back(r);
+  const std::string text = report.to_text() + report.reasons();
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+  EXPECT_EQ(text.find('\x07'), std::string::npos) << text;
+  EXPECT_NE(text.find("\\e]0;pwned\\x07"), std::string::npos) << text;
+}
+
+// Names, platforms and reasons from manifests, the environment and plugins are printed with their
+// control characters spelled out: no escape sequence reaches the terminal, a NUL cuts nothing, and
+// bytes that are not UTF-8 do not make the JSON report throw.
+TEST(Report, UntrustedTextIsSpelledOut) {
+  Candidate c = candidate("evil\x1b[2Jname", "/tmp/p\x9b.so");
+  c.platform = std::string("cpu\0hidden", 10);
+  c.source = "PJRT_NAMES_AND_LIBRARY_PATHS";
+  BootReport report;
+  report.policy = "priority";
+  CandidateReport r{c};
+  r.verdict = Verdict::kFailed;
+  r.failed_stage = Stage::kClient;
+  r.stages.push_back({Stage::kFound, true, 0.1, "detail\xc2\x9b[31m"});
+  r.error = Error(Code::kInternal, "plugin said \x1b[31mred\r\nline2 \xff");
+  report.candidates.push_back(r);
+  const std::string text = report.to_text();
+  for (char bad : {'\x1b', '\0', '\r', '\x9b', '\xff'}) EXPECT_EQ(text.find(bad), std::string::npos) << int(bad) << " in\n" << text;
+  EXPECT_NE(text.find("[cpu\\x00hidden]"), std::string::npos) << text;
+  EXPECT_NE(text.find("evil\\e[2Jname"), std::string::npos) << text;
+  EXPECT_NE(text.find("detail\\u009b[31m"), std::string::npos) << text;
+  EXPECT_NE(text.find("red\\r\\nline2 \\xff"), std::string::npos) << text;
+  const std::string reasons = report.reasons();
+  EXPECT_EQ(reasons.find('\x1b'), std::string::npos) << reasons;
+  EXPECT_EQ(std::count(reasons.begin(), reasons.end(), '\n'), 1) << "one line per failed candidate: " << reasons;
+  std::string json;
+  EXPECT_NO_THROW(json = report.to_json());
+  EXPECT_EQ(json.find('\x1b'), std::string::npos);
+  EXPECT_NE(json.find("hidden"), std::string::npos) << json;
+}
+
+TEST(TerminalText, SpellsOutControlsAndKeepsPrintableUtf8) {
+  EXPECT_EQ(terminal_safe("plain text"), "plain text");
+  EXPECT_EQ(terminal_safe("caf\xc3\xa9 \xe2\x9c\x93"), "caf\xc3\xa9 \xe2\x9c\x93");
+  EXPECT_EQ(terminal_safe(std::string("a\0b\x1b\x7f\t", 6)), "a\\x00b\\e\\x7f\\t");
+  EXPECT_EQ(terminal_safe("l1\nl2"), "l1\\nl2");
+  EXPECT_EQ(terminal_safe("l1\nl2", Newlines::kKeep), "l1\nl2");
+  EXPECT_EQ(terminal_safe("\xc2\x85|\xc2\xa0"), "\\u0085|\xc2\xa0");         // NEL is a C1 control, NBSP is not
+  EXPECT_EQ(terminal_safe("\xc0\xaf|\xed\xa0\x80|\xe2\x9c"), "\\xc0\\xaf|\\xed\\xa0\\x80|\\xe2\\x9c");  // overlong, surrogate, cut
+}
+
 // ---- the real plugins ----
 
 Candidate real(std::string name, std::filesystem::path path, ProbeKind probe, int priority) {
@@ -332,10 +525,14 @@ TEST(RealPlugins, DoctorExaminesAllIsolated) {
   Selection s = select_target(cs, o);
   EXPECT_FALSE(s.client);  // doctor starts nothing in its own process
   ASSERT_TRUE(s.report.chosen) << s.report.to_text();
-  if (!machine_has_gpu()) EXPECT_EQ(s.report.chosen_report()->candidate.name, "cpu");
+  if (!machine_has_gpu()) {
+    EXPECT_EQ(s.report.chosen_report()->candidate.name, "cpu");
+  }
   EXPECT_EQ(only(s, "cpu115").verdict, Verdict::kUsable) << s.report.to_text();
   for (const auto& c : s.report.candidates)
-    if (c.reached() >= Stage::kDependencies) EXPECT_TRUE(c.isolated) << c.candidate.name;
+    if (c.reached() >= Stage::kDependencies) {
+      EXPECT_TRUE(c.isolated) << c.candidate.name;
+    }
 }
 
 // Two CPU plugins (PJRT 0.81 and 0.115) from one bundle, in one process, running the same program at

@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace plugboard {
@@ -25,8 +26,12 @@ class Dims {
     if (this != &o) assign(o.span());
     return *this;
   }
-  Dims(Dims&&) noexcept = default;
-  Dims& operator=(Dims&&) noexcept = default;
+  // A moved-from Dims is empty (rank 0): its size never outlives the storage it described.
+  Dims(Dims&& o) noexcept { take(o); }
+  Dims& operator=(Dims&& o) noexcept {
+    if (this != &o) take(o);
+    return *this;
+  }
 
   size_t size() const { return size_; }
   const int64_t* data() const { return heap_ ? heap_.get() : inline_; }
@@ -37,6 +42,11 @@ class Dims {
   bool operator==(std::span<const int64_t> o) const { return std::ranges::equal(span(), o); }
 
  private:
+  void take(Dims& o) noexcept {
+    size_ = std::exchange(o.size_, 0);
+    heap_ = std::move(o.heap_);
+    if (!heap_) std::copy(o.inline_, o.inline_ + size_, inline_);
+  }
   void assign(std::span<const int64_t> d) {
     size_ = d.size();
     if (size_ <= kInline) {

@@ -80,6 +80,28 @@ std::optional<size_t> element_count(std::span<const int64_t> dims) {
   return n;
 }
 
+Expected<size_t> byte_size(DType t, std::span<const int64_t> dims) {
+  const size_t element = dtype_size(t);
+  if (element == 0) return invalid_argument("dtype " + dtype_name(t) + " has no element size");
+  bool empty = false;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] < 0) {
+      return invalid_argument("dimension " + std::to_string(i) + " is negative (" + std::to_string(dims[i]) + ")");
+    }
+    empty = empty || dims[i] == 0;
+  }
+  if (empty) return size_t{0};  // whatever the other dimensions multiply to
+  size_t n = element;
+  for (int64_t d : dims) {
+    if (n > SIZE_MAX / static_cast<size_t>(d)) {
+      return make_error(Code::kOutOfRange, shape_string(t, std::vector<int64_t>(dims.begin(), dims.end())) +
+                                               " is larger than the address space");
+    }
+    n *= static_cast<size_t>(d);
+  }
+  return n;
+}
+
 std::string shape_string(DType t, const std::vector<int64_t>& dims) {
   std::string s = dtype_name(t) + "[";
   for (size_t i = 0; i < dims.size(); ++i) {

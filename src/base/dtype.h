@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
+
 namespace plugboard {
 
 enum class DType : int {
@@ -49,6 +51,11 @@ const std::vector<DType>& all_dtypes();
 // Number of elements of an array with these dimensions (1 for rank 0). nullopt on a negative
 // dimension or overflow of size_t.
 std::optional<size_t> element_count(std::span<const int64_t> dims);
+
+// Bytes of an array of this dtype and these dimensions: the one checked product used everywhere
+// (buffers, .npy files, callback operands, the CUDA bridge). INVALID_ARGUMENT naming the dimension on a
+// negative one or an unknown dtype, OUT_OF_RANGE when the count or the byte size overflows size_t.
+Expected<size_t> byte_size(DType t, std::span<const int64_t> dims);
 
 // "f32[4,8]"
 std::string shape_string(DType t, const std::vector<int64_t>& dims);

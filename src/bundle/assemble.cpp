@@ -1,136 +1,302 @@
+// assemble_bundle: check the whole plan, lock the bundle, check the resulting manifest, stage and place
+// the files, write the manifest last.
 #include "bundle/assemble.h"
 
 #include <unistd.h>
 
+#include <set>
+
+#include "base/regular_file.h"
 #include "base/sha256.h"
+#include "fetch/file_lock.h"
+#include "fetch/plugin_member.h"
+#include "fetch/temp_file.h"
 #include "fetch/wheel.h"
 #include "plugin/plugin.h"
 
 namespace plugboard::bundle {
 namespace {
 
+namespace fs = std::filesystem;
 
 // Copies `from` to `to` through a temp file (a hard link when on the same file system).
-Status place_file(const std::filesystem::path& from, const std::filesystem::path& to) {
+Status place_file(const fs::path& from, const fs::path& to) {
   std::error_code ec;
-  std::filesystem::create_directories(to.parent_path(), ec);
+  fs::create_directories(to.parent_path(), ec);
   if (ec) return make_error(Code::kPermissionDenied, "cannot create " + to.parent_path().string() + ": " + ec.message());
-  const std::filesystem::path tmp = to.string() + ".tmp." + std::to_string(::getpid());
-  std::filesystem::remove(tmp, ec);
-  std::filesystem::create_hard_link(from, tmp, ec);
+  const fs::path tmp = to.string() + ".tmp." + std::to_string(::getpid());
+  fs::remove(tmp, ec);
+  fs::create_hard_link(from, tmp, ec);
   if (ec) {
     ec.clear();
-    std::filesystem::copy_file(from, tmp, std::filesystem::copy_options::overwrite_existing, ec);
+    fs::copy_file(from, tmp, fs::copy_options::overwrite_existing, ec);
     if (ec) {
-      std::filesystem::remove(tmp, ec);
+      fs::remove(tmp, ec);
       return make_error(Code::kPermissionDenied, "cannot copy " + from.string() + " into the bundle: " + ec.message());
     }
   }
-  std::filesystem::rename(tmp, to, ec);
+  fs::rename(tmp, to, ec);
   if (ec) {
-    std::filesystem::remove(tmp, ec);
+    fs::remove(tmp, ec);
     return make_error(Code::kPermissionDenied, "cannot write " + to.string() + ": " + ec.message());
   }
   return ok();
 }
 
-}  // namespace
-
-Expected<Manifest> write_bundle(const std::filesystem::path& dir, const std::vector<TargetSource>& targets) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return make_error(Code::kPermissionDenied, "cannot create bundle folder " + dir.string() + ": " + ec.message());
-  Manifest manifest;
-  if (std::filesystem::exists(dir / kManifestName)) {
-    PB_ASSIGN_OR_RETURN(manifest, read_manifest(dir));
-  }
-  for (const TargetSource& t : targets) {
-    if (!std::filesystem::is_regular_file(t.file, ec))
-      return make_error(Code::kNotFound, "target " + t.name + ": plugin file " + t.file.string() + " does not exist");
-    std::string sha;
-    if (t.sha256) sha = *t.sha256;
-    else {
-      PB_ASSIGN_OR_RETURN(sha, sha256_file(t.file));
-    }
-    TargetEntry e;
-    e.name = t.name;
-    e.platform = t.platform;
-    e.file = "plugins/" + sha.substr(0, 16) + "/" + t.file.filename().string();
-    const std::filesystem::path dest = dir / e.file;
-    // Stored once: a file already there with this content (same name under the same hash) is reused.
-    if (!std::filesystem::exists(dest, ec)) PB_RETURN_IF_ERROR(place_file(t.file, dest));
-    e.size = std::filesystem::file_size(dest, ec);
-    e.sha256 = sha;
-    e.probe = t.probe;
-    e.priority = t.priority;
-    e.create_options = t.create_options;
-    e.provenance = t.provenance;
-    if (t.probe != select::ProbeKind::kTpu) {
-      // Loading reads the versions; a plugin that cannot load (ROCm without its runtime) is bundled
-      // without them: the dependency stage explains it at boot.
-      if (auto plugin = load_plugin(dest)) {
-        e.pjrt_api = (*plugin)->version().to_string();
-        if (auto v = (*plugin)->stablehlo_current_version()) e.stablehlo_current = v->to_string();
-        if (auto v = (*plugin)->stablehlo_minimum_version()) e.stablehlo_minimum = v->to_string();
-      }
-    }
-    std::erase_if(manifest.targets, [&](const TargetEntry& old) { return old.name == t.name; });
-    manifest.targets.push_back(std::move(e));
-  }
-  PB_RETURN_IF_ERROR(write_manifest(dir, manifest));
-  return manifest;
+Expected<uint64_t> size_of(const fs::path& file) {
+  PB_ASSIGN_OR_RETURN(FileIdentity id, file_identity(file));
+  return id.size;
 }
 
-namespace {
-Expected<TargetEntry*> find_target(Manifest& manifest, const std::filesystem::path& dir, const std::string& target) {
+// A target of the plan, checked: its manifest entry (file, size, sha256, versions) and where it comes from.
+struct CheckedTarget {
+  TargetEntry entry;
+  fs::path source;
+};
+
+Expected<CheckedTarget> check_target(const TargetSource& t) {
+  const std::string what = "target " + t.name;
+  if (t.name.empty()) return invalid_argument("a target has no name");
+  std::set<std::string> keys;
+  for (const NamedValue& o : t.create_options) {
+    if (o.name.empty()) return invalid_argument(what + ": a create option has no name");
+    if (!keys.insert(o.name).second) return invalid_argument(what + ": create option " + o.name + " is given twice");
+  }
+  PB_RETURN_IF_ERROR(fetch::check_pjrt_plugin_file(t.file, what + ": plugin file " + t.file.string()));
+  CheckedTarget c;
+  c.source = t.file;
+  TargetEntry& e = c.entry;
+  if (t.sha256) e.sha256 = *t.sha256;
+  else {
+    PB_ASSIGN_OR_RETURN(e.sha256, annotate(sha256_file(t.file), what));
+  }
+  if (!is_sha256_hex(e.sha256)) return invalid_argument(what + ": \"" + e.sha256 + "\" is not a sha256");
+  PB_ASSIGN_OR_RETURN(e.size, annotate(size_of(t.file), what));
+  e.name = t.name;
+  e.platform = t.platform;
+  e.file = "plugins/" + e.sha256.substr(0, 16) + "/" + t.file.filename().string();
+  e.probe = t.probe;
+  e.priority = t.priority;
+  e.create_options = t.create_options;
+  e.provenance = t.provenance;
+  if (t.probe != select::ProbeKind::kTpu) {
+    // Loading reads the versions; a plugin that cannot load (ROCm without its runtime) is bundled
+    // without them: the dependency stage explains it at boot.
+    if (auto plugin = load_plugin(t.file)) {
+      e.pjrt_api = (*plugin)->version().to_string();
+      if (auto v = (*plugin)->stablehlo_current_version()) e.stablehlo_current = v->to_string();
+      if (auto v = (*plugin)->stablehlo_minimum_version()) e.stablehlo_minimum = v->to_string();
+    }
+  }
+  return c;
+}
+
+struct CheckedWheel {
+  fetch::Wheel wheel;
+  std::vector<const fetch::WheelMember*> libraries;
+};
+
+Expected<CheckedWheel> check_companion_wheel(const CompanionWheelSource& c) {
+  PB_ASSIGN_OR_RETURN(fetch::Wheel wheel, fetch::Wheel::open(c.wheel));
+  CheckedWheel out{std::move(wheel), {}};
+  for (const fetch::WheelMember& m : out.wheel.members()) {
+    if (m.name.ends_with("/") || !fetch::is_shared_library_name(m.name)) continue;
+    PB_RETURN_IF_ERROR(out.wheel.check_member(m));
+    out.libraries.push_back(&m);
+  }
+  if (out.libraries.empty()) return invalid_argument("companion wheel " + c.wheel.string() + " holds no shared library");
+  return out;
+}
+
+struct CheckedFile {
+  std::string sha256;
+  uint64_t size = 0;
+};
+
+Expected<CheckedFile> check_companion_file(const CompanionFileSource& c) {
+  PB_RETURN_IF_ERROR(annotate(open_regular_file(c.file), "companion file"));
+  CheckedFile out;
+  PB_ASSIGN_OR_RETURN(out.sha256, sha256_file(c.file));
+  PB_ASSIGN_OR_RETURN(out.size, size_of(c.file));
+  return out;
+}
+
+Expected<TargetEntry*> find_target(Manifest& manifest, const fs::path& dir, const std::string& target) {
   for (auto& t : manifest.targets)
     if (t.name == target) return &t;
   return invalid_argument("the bundle " + dir.string() + " has no target " + target);
 }
-}  // namespace
 
-Expected<size_t> add_companion_wheel(const std::filesystem::path& dir, const std::string& target,
-                                     const std::filesystem::path& wheel_path, const std::string& from) {
-  PB_ASSIGN_OR_RETURN(Manifest manifest, read_manifest(dir));
-  PB_ASSIGN_OR_RETURN(TargetEntry * entry, annotate(find_target(manifest, dir, target), "--companion"));
-  PB_ASSIGN_OR_RETURN(fetch::Wheel wheel, fetch::Wheel::open(wheel_path));
-  size_t added = 0;
-  for (const fetch::WheelMember& m : wheel.members()) {
-    const std::string name = std::filesystem::path(m.name).filename().string();
-    const bool shared = name.ends_with(".so") || name.find(".so.") != std::string::npos;
-    if (!shared || m.name.ends_with("/")) continue;
-    const std::string rel = "plugins/" + m.name;
-    // A member named to escape (absolute, "..") is refused like a manifest entry would be.
-    PB_ASSIGN_OR_RETURN(std::filesystem::path dest,
-                        annotate(resolve_in_bundle(dir, rel, "companion " + m.name), "in wheel " + wheel_path.string()));
-    std::error_code ec;
-    std::filesystem::create_directories(dest.parent_path(), ec);
-    if (ec) return make_error(Code::kPermissionDenied, "cannot create " + dest.parent_path().string() + ": " + ec.message());
-    PB_ASSIGN_OR_RETURN(fetch::ExtractedMember x, wheel.extract(m, dest.parent_path(), false));
-    PB_RETURN_IF_ERROR(x.file.commit(dest, 0755));
-    std::erase_if(entry->companions, [&](const CompanionFile& c) { return c.file == rel; });
-    entry->companions.push_back({rel, x.size, x.sha256, from});
-    ++added;
-  }
-  if (added == 0) return invalid_argument("companion wheel " + wheel_path.string() + " holds no shared library");
-  PB_RETURN_IF_ERROR(write_manifest(dir, manifest));
-  return added;
+void set_companion(TargetEntry& entry, CompanionFile file) {
+  std::erase_if(entry.companions, [&](const CompanionFile& c) { return c.file == file.file; });
+  entry.companions.push_back(std::move(file));
 }
 
-Status add_companion_file(const std::filesystem::path& dir, const std::string& target,
-                          const std::filesystem::path& file, const std::string& from) {
-  PB_ASSIGN_OR_RETURN(Manifest manifest, read_manifest(dir));
-  PB_ASSIGN_OR_RETURN(TargetEntry * entry, find_target(manifest, dir, target));
-  const std::string rel = (std::filesystem::path(entry->file).parent_path() / file.filename()).string();
-  PB_ASSIGN_OR_RETURN(std::filesystem::path dest, resolve_in_bundle(dir, rel, "companion " + file.filename().string()));
-  PB_ASSIGN_OR_RETURN(std::string sha, sha256_file(file));
+// The manifest as the manifest reader will read it, before the bundle is touched: written to a scratch
+// folder and read back, so that every rule of the reader (names, duplicates, create options, paths)
+// holds for what is about to be written. Errors name the bundle's manifest, not the scratch folder.
+Status check_manifest(const fs::path& dir, const Manifest& manifest) {
   std::error_code ec;
-  const auto size = std::filesystem::file_size(file, ec);
-  if (ec) return make_error(Code::kNotFound, "cannot read " + file.string() + ": " + ec.message());
-  PB_RETURN_IF_ERROR(place_file(file, dest));
-  std::erase_if(entry->companions, [&](const CompanionFile& c) { return c.file == rel; });
-  entry->companions.push_back({rel, static_cast<uint64_t>(size), sha, from});
-  return write_manifest(dir, manifest);
+  PB_ASSIGN_OR_RETURN(fetch::TempDir scratch, fetch::TempDir::create(fs::temp_directory_path(ec), "pb-bundle-check-"));
+  PB_RETURN_IF_ERROR(write_manifest(scratch.path(), manifest));
+  auto read = read_manifest(scratch.path());
+  if (read) return ok();
+  std::string message = read.error().message();
+  const std::string from = scratch.path().string(), to = dir.string();
+  for (size_t at = message.find(from); at != std::string::npos; at = message.find(from, at + to.size()))
+    message.replace(at, from.size(), to);
+  return std::unexpected(Error(read.error().code(), message + " (nothing was written)"));
+}
+
+// Removes a bundle folder this run created, when the run fails.
+struct CreatedFolder {
+  fs::path dir;
+  bool created = false;
+  bool keep = false;
+  ~CreatedFolder() {
+    if (!created || keep) return;
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
+Expected<Assembled> assemble_locked(const fs::path& dir, const BundlePlan& plan, std::vector<CheckedTarget> targets,
+                                    std::vector<CheckedWheel>& wheels, const std::vector<CheckedFile>& files) {
+  Manifest manifest;
+  std::error_code ec;
+  if (fs::exists(dir / kManifestName, ec)) {
+    PB_ASSIGN_OR_RETURN(manifest, read_manifest(dir));
+  }
+  for (const CheckedTarget& t : targets) {
+    std::erase_if(manifest.targets, [&](const TargetEntry& old) { return old.name == t.entry.name; });
+    manifest.targets.push_back(t.entry);
+  }
+
+  // Companion wheels: where each library goes (checked now), its hash once it is extracted.
+  struct WheelPlacement {
+    std::string target, rel;
+    fs::path dest;
+    const fetch::Wheel* wheel;
+    const fetch::WheelMember* member;
+    std::string from;
+  };
+  std::vector<WheelPlacement> wheel_files;
+  Assembled out;
+  for (size_t i = 0; i < plan.companion_wheels.size(); ++i) {
+    const CompanionWheelSource& c = plan.companion_wheels[i];
+    PB_ASSIGN_OR_RETURN(TargetEntry * entry, annotate(find_target(manifest, dir, c.target), "companion wheel " + c.wheel.string()));
+    for (const fetch::WheelMember* m : wheels[i].libraries) {
+      const std::string rel = "plugins/" + m->name;
+      // A member named to escape (absolute, "..") is refused like a manifest entry would be.
+      PB_ASSIGN_OR_RETURN(fs::path dest, annotate(resolve_in_bundle(dir, rel, "companion " + m->name),
+                                                  "in wheel " + c.wheel.string()));
+      set_companion(*entry, {rel, m->size, std::string(64, '0'), c.from});  // the hash once extracted
+      wheel_files.push_back({c.target, rel, dest, &wheels[i].wheel, m, c.from});
+    }
+    out.companion_wheel_files.push_back(wheels[i].libraries.size());
+  }
+  struct FilePlacement {
+    std::string target, rel;
+    fs::path source, dest;
+  };
+  std::vector<FilePlacement> placed_files;
+  for (size_t i = 0; i < plan.companion_files.size(); ++i) {
+    const CompanionFileSource& c = plan.companion_files[i];
+    std::vector<TargetEntry*> with;
+    if (!c.target.empty()) {
+      PB_ASSIGN_OR_RETURN(TargetEntry * entry, find_target(manifest, dir, c.target));
+      with.push_back(entry);
+    } else {
+      for (TargetEntry& t : manifest.targets)
+        if (t.platform == c.platform) with.push_back(&t);
+    }
+    std::string names;
+    for (TargetEntry* entry : with) {
+      const std::string rel = (fs::path(entry->file).parent_path() / c.file.filename()).string();
+      PB_ASSIGN_OR_RETURN(fs::path dest, resolve_in_bundle(dir, rel, "companion " + c.file.filename().string()));
+      set_companion(*entry, {rel, files[i].size, files[i].sha256, c.from});
+      placed_files.push_back({entry->name, rel, c.file, dest});
+      names += (names.empty() ? "" : ",") + entry->name;
+    }
+    out.companion_file_targets.push_back(names);
+  }
+  PB_RETURN_IF_ERROR(check_manifest(dir, manifest));
+
+  // Writing. Plugin files go to new content-addressed paths; companion libraries are staged beside
+  // where they go and renamed into place together; the manifest is replaced last.
+  for (const CheckedTarget& t : targets) {
+    const fs::path dest = dir / t.entry.file;
+    // Stored once: a file already there with this content (same name under the same hash) is reused.
+    if (auto id = file_identity(dest); id && id->size == t.entry.size) continue;
+    PB_RETURN_IF_ERROR(place_file(t.source, dest));
+  }
+  std::vector<std::pair<fetch::TempFile, fs::path>> staged;
+  for (const WheelPlacement& w : wheel_files) {
+    fs::create_directories(w.dest.parent_path(), ec);
+    if (ec) return make_error(Code::kPermissionDenied, "cannot create " + w.dest.parent_path().string() + ": " + ec.message());
+    PB_ASSIGN_OR_RETURN(fetch::ExtractedMember x, w.wheel->extract(*w.member, w.dest.parent_path(), false));
+    PB_ASSIGN_OR_RETURN(TargetEntry * entry, find_target(manifest, dir, w.target));
+    set_companion(*entry, {w.rel, x.size, x.sha256, w.from});
+    staged.emplace_back(std::move(x.file), w.dest);
+  }
+  for (auto& [file, dest] : staged) PB_RETURN_IF_ERROR(file.commit(dest, 0755));
+  for (const FilePlacement& f : placed_files) PB_RETURN_IF_ERROR(place_file(f.source, f.dest));
+  PB_RETURN_IF_ERROR(write_manifest(dir, manifest));
+  out.manifest = std::move(manifest);
+  return out;
+}
+
+}  // namespace
+
+Expected<Assembled> assemble_bundle(const fs::path& dir, const BundlePlan& plan) {
+  // 1. Everything that needs no bundle: the plan's own consistency, each plugin, each companion.
+  std::set<std::string> names;
+  std::vector<CheckedTarget> targets;
+  for (const TargetSource& t : plan.targets) {
+    if (!names.insert(t.name).second) return invalid_argument("target " + t.name + " is given twice");
+    PB_ASSIGN_OR_RETURN(CheckedTarget c, check_target(t));
+    targets.push_back(std::move(c));
+  }
+  std::vector<CheckedWheel> wheels;
+  for (const CompanionWheelSource& c : plan.companion_wheels) {
+    PB_ASSIGN_OR_RETURN(CheckedWheel w, check_companion_wheel(c));
+    wheels.push_back(std::move(w));
+  }
+  std::vector<CheckedFile> files;
+  for (const CompanionFileSource& c : plan.companion_files) {
+    if (c.target.empty() == c.platform.empty())
+      return invalid_argument("companion file " + c.file.string() + ": give a target or a platform, not both");
+    PB_ASSIGN_OR_RETURN(CheckedFile f, check_companion_file(c));
+    files.push_back(std::move(f));
+  }
+
+  // 2. The bundle, locked: its manifest with the plan applied, checked whole, then written.
+  std::error_code ec;
+  const bool created = !fs::exists(dir, ec);
+  fs::create_directories(dir, ec);
+  if (ec) return make_error(Code::kPermissionDenied, "cannot create bundle folder " + dir.string() + ": " + ec.message());
+  PB_ASSIGN_OR_RETURN(fetch::FileLock lock, annotate(fetch::FileLock::acquire(dir / kBundleLockName), "locking bundle " + dir.string()));
+  CreatedFolder folder{dir, created};  // removed (on failure) before the lock is let go
+  auto out = assemble_locked(dir, plan, std::move(targets), wheels, files);
+  if (out) folder.keep = true;
+  return out;
+}
+
+Expected<Manifest> write_bundle(const fs::path& dir, const std::vector<TargetSource>& targets) {
+  PB_ASSIGN_OR_RETURN(Assembled a, assemble_bundle(dir, BundlePlan{targets, {}, {}}));
+  return std::move(a.manifest);
+}
+
+Expected<size_t> add_companion_wheel(const fs::path& dir, const std::string& target, const fs::path& wheel,
+                                     const std::string& from) {
+  PB_ASSIGN_OR_RETURN(Assembled a, assemble_bundle(dir, BundlePlan{{}, {{target, wheel, from}}, {}}));
+  return a.companion_wheel_files.at(0);
+}
+
+Status add_companion_file(const fs::path& dir, const std::string& target, const fs::path& file,
+                          const std::string& from) {
+  PB_RETURN_IF_ERROR(assemble_bundle(dir, BundlePlan{{}, {}, {{target, "", file, from}}}));
+  return ok();
 }
 
 }  // namespace plugboard::bundle

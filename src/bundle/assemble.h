@@ -1,8 +1,16 @@
 // Writing a bundle: plugin files copied into DIR/plugins/<sha256 prefix>/<name> (identical files stored
 // once, whichever targets share them) and the manifest, with each plugin's PJRT API and StableHLO
 // versions read by loading it (never for TPU: libtpu contacts cloud metadata when it starts).
+//
+// All or nothing: everything given is checked before the bundle is touched (target names, duplicate
+// names, create options, each plugin file a regular ELF shared library exporting GetPjrtApi, companion
+// wheels and files, and the resulting manifest as the manifest reader will read it); the files are
+// then staged, put in place, and the manifest replaced last. A failure leaves an existing bundle as it
+// was. The bundle is locked (DIR/.bundle.lock) while it is assembled, so two runs on one folder, in
+// threads or processes, take turns and neither loses the other's targets.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -11,6 +19,8 @@
 #include "bundle/manifest.h"
 
 namespace plugboard::bundle {
+
+inline constexpr const char* kBundleLockName = ".bundle.lock";
 
 struct TargetSource {
   std::string name;
@@ -23,19 +33,46 @@ struct TargetSource {
   std::optional<Provenance> provenance;
 };
 
-// Creates or updates DIR: the targets given replace same-named ones already in its manifest.
-Expected<Manifest> write_bundle(const std::filesystem::path& dir, const std::vector<TargetSource>& targets);
-
-// Lays the shared libraries of a companion wheel out in the bundle, at plugins/<path in the wheel> —
+// The shared libraries of a companion wheel, laid out in the bundle at plugins/<path in the wheel> —
 // where the CUDA and ROCm plugins' RUNPATH ($ORIGIN/../nvidia/cu13/lib, $ORIGIN/../_rocm_sdk_core/lib)
-// looks from plugins/<hash>/ — hashed as they are extracted, and records them as the target's
-// companions. `from` says where they came from ("nvidia-cuda-runtime-cu13==13.0.96 (wheel sha256 …)").
+// looks from plugins/<hash>/ — and recorded as the target's companions. `from` says where they came
+// from ("nvidia-cuda-runtime-cu13==13.0.96 (wheel sha256 …)").
+struct CompanionWheelSource {
+  std::string target;
+  std::filesystem::path wheel;
+  std::string from;
+};
+
+// A file copied into the folder of a target's plugin (where a plugin-side library such as plugboard's
+// CUDA callback bridge is looked for), recorded as a companion. With `platform` set instead of
+// `target`, it goes with every target of that platform in the resulting bundle.
+struct CompanionFileSource {
+  std::string target;
+  std::string platform;
+  std::filesystem::path file;
+  std::string from;
+};
+
+struct BundlePlan {
+  std::vector<TargetSource> targets;  // replace same-named targets already in the bundle
+  std::vector<CompanionWheelSource> companion_wheels;
+  std::vector<CompanionFileSource> companion_files;
+};
+
+struct Assembled {
+  Manifest manifest;                        // as written
+  std::vector<size_t> companion_wheel_files;  // libraries added, per companion wheel of the plan
+  std::vector<std::string> companion_file_targets;  // per companion file: the targets it went with
+};
+
+// Creates or updates DIR as a whole (see above).
+Expected<Assembled> assemble_bundle(const std::filesystem::path& dir, const BundlePlan& plan);
+
+// The same, for one kind of change at a time.
+Expected<Manifest> write_bundle(const std::filesystem::path& dir, const std::vector<TargetSource>& targets);
 // Returns how many files were added.
 Expected<size_t> add_companion_wheel(const std::filesystem::path& dir, const std::string& target,
                                      const std::filesystem::path& wheel, const std::string& from);
-
-// Copies `file` into the folder of `target`'s plugin (where a plugin-side library such as plugboard's
-// CUDA callback bridge is looked for) and records it as one of the target's companions, hashed.
 Status add_companion_file(const std::filesystem::path& dir, const std::string& target,
                           const std::filesystem::path& file, const std::string& from);
 

@@ -3,6 +3,8 @@
 namespace plugboard::bundle {
 
 Expected<Boot> boot(const BootOptions& options) {
+  // A malformed PLUGBOARD_* variable fails the boot itself, before anything is looked at or loaded.
+  if (options.select.problem) return std::unexpected(Error(*options.select.problem).annotate("reading the boot settings"));
   PB_ASSIGN_OR_RETURN(Discovery d, discover(options.discovery));
   Boot b;
   b.notes = std::move(d.notes);

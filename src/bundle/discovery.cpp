@@ -1,13 +1,14 @@
 #include "bundle/discovery.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <sstream>
 
+#include "base/environment.h"
 #include "bundle/manifest.h"
 
 namespace plugboard::bundle {
 namespace {
+namespace fs = std::filesystem;
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -17,24 +18,49 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-bool is_shared_library(const std::filesystem::path& p) {
+bool is_shared_library(const fs::path& p) {
   const std::string n = p.filename().string();
   return n.size() > 3 && (n.ends_with(".so") || n.find(".so.") != std::string::npos);
 }
 
-std::vector<std::filesystem::path> sorted_entries(const std::filesystem::path& dir) {
-  std::vector<std::filesystem::path> out;
+// The entries of `dir`, sorted; a folder that cannot be listed adds a note and yields what was read.
+std::vector<fs::path> sorted_entries(const fs::path& dir, std::vector<std::string>* notes = nullptr) {
+  std::vector<fs::path> out;
   std::error_code ec;
-  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) out.push_back(it->path());
+  fs::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) out.push_back(it->path());
+  if (ec && notes && ec != std::errc::no_such_file_or_directory)
+    notes->push_back("cannot list " + dir.string() + ": " + ec.message());
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// Whether something (a dangling or looping symlink included) is at `p`: lstat, never a throw. A path
+// that cannot be looked at (EACCES, ENAMETOOLONG, ...) is an error naming it.
+Expected<bool> present(const fs::path& p) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(p, ec);
+  if (st.type() == fs::file_type::not_found) return false;
+  if (ec) return make_error(Code::kPermissionDenied, "cannot look at " + p.string() + ": " + ec.message());
+  return true;
+}
+
+bool is_folder(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_directory(p, ec);
+}
+
+bool is_regular(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);
 }
 
 }  // namespace
 
 void guess_platform(select::Candidate& c) {
   std::string n = c.name + " " + c.path.filename().string();
-  std::transform(n.begin(), n.end(), n.begin(), ::tolower);
+  // ::tolower of a negative char (a byte past 0x7f) is undefined: lower ASCII letters only.
+  std::transform(n.begin(), n.end(), n.begin(), [](char ch) { return ch >= 'A' && ch <= 'Z' ? static_cast<char>(ch - 'A' + 'a') : ch; });
   if (n.find("cuda") != std::string::npos) c.platform = "cuda", c.probe = select::ProbeKind::kCuda, c.priority = 100;
   else if (n.find("rocm") != std::string::npos) c.platform = "rocm", c.probe = select::ProbeKind::kRocm, c.priority = 90;
   else if (n.find("tpu") != std::string::npos) c.platform = "tpu", c.probe = select::ProbeKind::kTpu, c.priority = 110;
@@ -44,26 +70,37 @@ void guess_platform(select::Candidate& c) {
 
 std::vector<select::Candidate> candidates_from_plugin_path(const std::string& value, std::vector<std::string>& notes) {
   std::vector<select::Candidate> out;
+  const std::string var = "PLUGBOARD_PLUGIN_PATH: ";
   for (const auto& dir : split(value, ':')) {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(dir, ec)) {
-      notes.push_back("PLUGBOARD_PLUGIN_PATH: " + dir + " is not a folder");
+    if (!is_folder(dir)) {
+      notes.push_back(var + dir + " is not a folder");
       continue;
     }
     // A folder that is a bundle, or holds bundles and plugins.
-    std::vector<std::filesystem::path> bundles, plugins;
-    if (std::filesystem::exists(std::filesystem::path(dir) / kManifestName)) bundles.push_back(dir);
+    std::vector<fs::path> bundles, plugins;
+    auto self = present(fs::path(dir) / kManifestName);
+    if (!self) {
+      notes.push_back(var + self.error().message());
+      continue;
+    }
+    if (*self) bundles.push_back(dir);
     else
-      for (const auto& e : sorted_entries(dir)) {
-        if (std::filesystem::exists(e / kManifestName, ec)) bundles.push_back(e);
-        else if (is_shared_library(e) && std::filesystem::is_regular_file(e, ec)) plugins.push_back(e);
+      for (const auto& e : sorted_entries(dir, &notes)) {
+        auto bundle = present(e / kManifestName);
+        if (!bundle) {
+          if (is_folder(e)) notes.push_back(var + bundle.error().message());
+          continue;
+        }
+        if (*bundle) bundles.push_back(e);
+        else if (is_shared_library(e) && is_regular(e)) plugins.push_back(e);
       }
     for (const auto& b : bundles) {
       auto m = read_manifest(b);
       if (!m) {
-        notes.push_back("PLUGBOARD_PLUGIN_PATH: skipped bundle " + b.string() + ": " + m.error().to_string());
+        notes.push_back(var + "skipped bundle " + b.string() + ": " + m.error().to_string());
         continue;
       }
+      if (m->targets.empty()) notes.push_back(var + "bundle " + b.string() + " has no targets (" + kManifestName + ": \"targets\" is empty)");
       for (auto& c : bundle_candidates(b, *m)) {
         c.source = "PLUGBOARD_PLUGIN_PATH " + c.source;
         out.push_back(std::move(c));
@@ -100,14 +137,13 @@ std::vector<select::Candidate> candidates_from_jax_names(const std::string& valu
   return out;
 }
 
-std::vector<select::Candidate> candidates_from_site_packages(const std::filesystem::path& site, std::vector<std::string>& notes) {
+std::vector<select::Candidate> candidates_from_site_packages(const fs::path& site, std::vector<std::string>& notes) {
   std::vector<select::Candidate> out;
   for (const char* ns : {"jax_plugins", "xla_plugins"}) {
-    for (const auto& pkg : sorted_entries(site / ns)) {
-      std::error_code ec;
-      if (!std::filesystem::is_directory(pkg, ec)) continue;
+    for (const auto& pkg : sorted_entries(site / ns, &notes)) {
+      if (!is_folder(pkg)) continue;
       bool found = false;
-      for (const auto& f : sorted_entries(pkg)) {
+      for (const auto& f : sorted_entries(pkg, &notes)) {
         if (!is_shared_library(f)) continue;
         select::Candidate c;
         c.name = pkg.filename().string();
@@ -129,13 +165,17 @@ Expected<Discovery> discover(const DiscoveryOptions& options) {
   Discovery d;
   if (options.bundle) {
     PB_ASSIGN_OR_RETURN(Manifest m, read_manifest(*options.bundle));
+    if (m.targets.empty())
+      return make_error(Code::kNotFound, "bundle " + options.bundle->string() + " has no targets: " +
+                                             (*options.bundle / kManifestName).string() + " lists none (\"targets\": [])");
     d.candidates = bundle_candidates(*options.bundle, m);
   }
   if (options.environment) {
-    if (const char* v = std::getenv("PLUGBOARD_PLUGIN_PATH"); v && *v)
-      for (auto& c : candidates_from_plugin_path(v, d.notes)) d.candidates.push_back(std::move(c));
-    if (const char* v = std::getenv("PJRT_NAMES_AND_LIBRARY_PATHS"); v && *v)
-      for (auto& c : candidates_from_jax_names(v, d.notes)) d.candidates.push_back(std::move(c));
+    // Read with secure_getenv: a setuid/setgid process takes no plugin from its caller's environment.
+    if (auto v = environment_override("PLUGBOARD_PLUGIN_PATH"))
+      for (auto& c : candidates_from_plugin_path(*v, d.notes)) d.candidates.push_back(std::move(c));
+    if (auto v = environment_override("PJRT_NAMES_AND_LIBRARY_PATHS"))
+      for (auto& c : candidates_from_jax_names(*v, d.notes)) d.candidates.push_back(std::move(c));
   }
   for (const auto& site : options.site_packages)
     for (auto& c : candidates_from_site_packages(site, d.notes)) d.candidates.push_back(std::move(c));

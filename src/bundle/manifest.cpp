@@ -3,33 +3,131 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <climits>
 #include <fstream>
-#include <regex>
 #include <set>
-#include <sstream>
 
+#include "base/regular_file.h"
 #include "base/sha256.h"
+#include "base/strict_json.h"
 #include "select/create_options_json.h"
 
 namespace plugboard::bundle {
 namespace {
-using json = nlohmann::ordered_json;
+namespace sj = strict_json;
+using json = sj::json;
+
+std::string manifest_path(const std::filesystem::path& dir) { return (dir / kManifestName).string(); }
 
 std::unexpected<Error> bad(const std::filesystem::path& dir, const std::string& field, const std::string& what) {
-  return invalid_argument((dir / kManifestName).string() + ": " + field + " " + what);
+  return invalid_argument(manifest_path(dir) + ": " + field + " " + what);
 }
 
-Expected<std::string> get_string(const json& j, const std::filesystem::path& dir, const std::string& where,
-                                 const char* key, bool required = true) {
-  if (!j.contains(key)) {
-    if (!required) return std::string();
-    return bad(dir, where + "." + key, "is missing");
+// A strict_json getter's result, its error naming the manifest file in front of the field.
+template <class T>
+Expected<T> in_file(const std::filesystem::path& dir, Expected<T> result) {
+  if (!result) return std::unexpected(Error(result.error().code(), manifest_path(dir) + ": " + result.error().message()));
+  return result;
+}
+
+// Letters, digits, '_', '.', '-'; a letter or digit first; at most 64 characters.
+bool valid_name(const std::string& s) {
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); };
+  if (s.empty() || s.size() > 64 || !alnum(s.front())) return false;
+  for (char c : s)
+    if (!alnum(c) && c != '_' && c != '.' && c != '-') return false;
+  return true;
+}
+
+// A file path field: a string without control characters, resolving inside the bundle.
+Expected<std::string> get_file(const json& obj, const std::filesystem::path& dir, const std::string& where) {
+  PB_ASSIGN_OR_RETURN(std::string file, in_file(dir, sj::get_string(obj, "file", where)));
+  PB_RETURN_IF_ERROR(resolve_in_bundle(dir, file, where + ".file"));
+  return file;
+}
+
+// A byte count: a file's size fits off_t.
+Expected<uint64_t> get_size(const json& obj, const std::filesystem::path& dir, const std::string& where) {
+  return in_file(dir, sj::get_uint(obj, "size", where, static_cast<uint64_t>(INT64_MAX)));
+}
+
+Expected<std::string> get_sha256(const json& obj, const std::filesystem::path& dir, const std::string& where) {
+  PB_ASSIGN_OR_RETURN(std::string sha, in_file(dir, sj::get_string(obj, "sha256", where)));
+  if (!is_sha256_hex(sha)) return bad(dir, where + ".sha256", "must be 64 lowercase hex digits");
+  return sha;
+}
+
+// An optional field's value: nullptr when it is absent or null.
+const json* optional_field(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
+Expected<CompanionFile> parse_companion(const json& c, const std::filesystem::path& dir, const std::string& cw) {
+  if (!c.is_object()) return bad(dir, cw, "must be an object");
+  CompanionFile f;
+  PB_ASSIGN_OR_RETURN(f.file, get_file(c, dir, cw));
+  PB_ASSIGN_OR_RETURN(f.size, get_size(c, dir, cw));
+  PB_ASSIGN_OR_RETURN(f.sha256, get_sha256(c, dir, cw));
+  PB_ASSIGN_OR_RETURN(auto from, in_file(dir, sj::get_optional_string(c, "from", cw)));
+  f.from = from.value_or("");
+  return f;
+}
+
+Expected<TargetEntry> parse_target(const json& t, const std::filesystem::path& dir, const std::string& where) {
+  if (!t.is_object()) return bad(dir, where, "must be an object");
+  TargetEntry e;
+  PB_ASSIGN_OR_RETURN(e.name, in_file(dir, sj::get_string(t, "name", where)));
+  if (!valid_name(e.name))
+    return bad(dir, where + ".name", "'" + e.name.substr(0, 80) + "' is not a valid target name (letters, digits, _ . -; at most 64)");
+  PB_ASSIGN_OR_RETURN(e.platform, in_file(dir, sj::get_string(t, "platform", where)));
+  PB_ASSIGN_OR_RETURN(e.file, get_file(t, dir, where));
+  PB_ASSIGN_OR_RETURN(e.size, get_size(t, dir, where));
+  PB_ASSIGN_OR_RETURN(e.sha256, get_sha256(t, dir, where));
+  PB_ASSIGN_OR_RETURN(e.pjrt_api, in_file(dir, sj::get_optional_string(t, "pjrt_api", where)));
+  if (const json* s = optional_field(t, "stablehlo")) {
+    const std::string sw = where + ".stablehlo";
+    if (!s->is_object()) return bad(dir, sw, "must be an object");
+    PB_ASSIGN_OR_RETURN(e.stablehlo_current, in_file(dir, sj::get_optional_string(*s, "current", sw)));
+    PB_ASSIGN_OR_RETURN(e.stablehlo_minimum, in_file(dir, sj::get_optional_string(*s, "minimum", sw)));
   }
-  if (!j[key].is_string()) return bad(dir, where + "." + key, "must be a string");
-  return j[key].get<std::string>();
+  if (const json* p = optional_field(t, "provenance")) {
+    const std::string pw = where + ".provenance";
+    if (!p->is_object()) return bad(dir, pw, "must be an object");
+    Provenance pv;
+    PB_ASSIGN_OR_RETURN(pv.package, in_file(dir, sj::get_string(*p, "package", pw)));
+    PB_ASSIGN_OR_RETURN(pv.version, in_file(dir, sj::get_string(*p, "version", pw)));
+    for (auto [key, value] : {std::pair{"wheel", &pv.wheel}, std::pair{"wheel_sha256", &pv.wheel_sha256},
+                              std::pair{"path_in_wheel", &pv.path_in_wheel}}) {
+      PB_ASSIGN_OR_RETURN(auto v, in_file(dir, sj::get_optional_string(*p, key, pw)));
+      *value = v.value_or("");
+    }
+    e.provenance = std::move(pv);
+  }
+  if (const json* o = optional_field(t, "create_options")) {
+    auto opts = select::create_options_from_json(*o, where + ".create_options");
+    if (!opts) return std::unexpected(Error(Code::kInvalidArgument, manifest_path(dir) + ": " + opts.error().message()));
+    e.create_options = std::move(*opts);
+  }
+  if (optional_field(t, "probe")) {
+    PB_ASSIGN_OR_RETURN(std::string probe, in_file(dir, sj::get_string(t, "probe", where)));
+    auto kind = select::parse_probe_kind(probe);
+    if (!kind) return bad(dir, where + ".probe", kind.error().message());
+    e.probe = *kind;
+  }
+  if (optional_field(t, "priority")) {
+    PB_ASSIGN_OR_RETURN(int64_t priority, in_file(dir, sj::get_int(t, "priority", where, INT_MIN, INT_MAX)));
+    e.priority = static_cast<int>(priority);
+  }
+  if (const json* cs = optional_field(t, "companions")) {
+    if (!cs->is_array()) return bad(dir, where + ".companions", "must be a list");
+    for (size_t k = 0; k < cs->size(); ++k) {
+      PB_ASSIGN_OR_RETURN(CompanionFile f, parse_companion((*cs)[k], dir, where + ".companions[" + std::to_string(k) + "]"));
+      e.companions.push_back(std::move(f));
+    }
+  }
+  return e;
 }
-
-bool valid_name(const std::string& s) { return std::regex_match(s, std::regex("[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")); }
 
 }  // namespace
 
@@ -54,84 +152,19 @@ Expected<std::filesystem::path> resolve_in_bundle(const std::filesystem::path& b
 }
 
 Expected<Manifest> parse_manifest(const std::string& text, const std::filesystem::path& dir) {
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded()) return bad(dir, "", "is not valid JSON");
-  if (!j.is_object()) return bad(dir, "the top level", "must be an object");
-  if (!j.contains("schema") || !j["schema"].is_number_integer()) return bad(dir, "schema", "is missing or not an integer");
+  PB_ASSIGN_OR_RETURN(json j, sj::parse(text, manifest_path(dir)));
   Manifest m;
-  m.schema = j["schema"].get<int>();
-  if (m.schema != kManifestSchema)
-    return bad(dir, "schema", "is " + std::to_string(m.schema) + "; this plugboard reads schema " + std::to_string(kManifestSchema));
-  if (!j.contains("targets") || !j["targets"].is_array()) return bad(dir, "targets", "is missing or not a list");
+  PB_ASSIGN_OR_RETURN(uint64_t schema, in_file(dir, sj::get_uint(j, "schema", "")));
+  if (schema != static_cast<uint64_t>(kManifestSchema))
+    return bad(dir, "schema", "is " + std::to_string(schema) + "; this plugboard reads schema " + std::to_string(kManifestSchema));
+  m.schema = kManifestSchema;
+  auto targets = j.find("targets");
+  if (targets == j.end() || !targets->is_array()) return bad(dir, "targets", "is missing or not a list");
   std::set<std::string> names;
-  for (size_t i = 0; i < j["targets"].size(); ++i) {
-    const json& t = j["targets"][i];
+  for (size_t i = 0; i < targets->size(); ++i) {
     const std::string where = "targets[" + std::to_string(i) + "]";
-    if (!t.is_object()) return bad(dir, where, "must be an object");
-    TargetEntry e;
-    PB_ASSIGN_OR_RETURN(e.name, get_string(t, dir, where, "name"));
-    if (!valid_name(e.name)) return bad(dir, where + ".name", "'" + e.name + "' is not a valid target name (letters, digits, _ . -)");
+    PB_ASSIGN_OR_RETURN(TargetEntry e, parse_target((*targets)[i], dir, where));
     if (!names.insert(e.name).second) return bad(dir, where + ".name", "'" + e.name + "' appears twice");
-    PB_ASSIGN_OR_RETURN(e.platform, get_string(t, dir, where, "platform"));
-    PB_ASSIGN_OR_RETURN(e.file, get_string(t, dir, where, "file"));
-    PB_RETURN_IF_ERROR(resolve_in_bundle(dir, e.file, where + ".file"));
-    if (!t.contains("size") || !t["size"].is_number_unsigned()) return bad(dir, where + ".size", "is missing or not a byte count");
-    e.size = t["size"].get<uint64_t>();
-    PB_ASSIGN_OR_RETURN(e.sha256, get_string(t, dir, where, "sha256"));
-    if (!is_sha256_hex(e.sha256)) return bad(dir, where + ".sha256", "must be 64 lowercase hex digits");
-    if (t.contains("pjrt_api") && !t["pjrt_api"].is_null()) {
-      PB_ASSIGN_OR_RETURN(std::string v, get_string(t, dir, where, "pjrt_api"));
-      e.pjrt_api = v;
-    }
-    if (t.contains("stablehlo") && t["stablehlo"].is_object()) {
-      const json& s = t["stablehlo"];
-      if (s.contains("current") && s["current"].is_string()) e.stablehlo_current = s["current"].get<std::string>();
-      if (s.contains("minimum") && s["minimum"].is_string()) e.stablehlo_minimum = s["minimum"].get<std::string>();
-    }
-    if (t.contains("provenance") && !t["provenance"].is_null()) {
-      const json& p = t["provenance"];
-      const std::string pw = where + ".provenance";
-      if (!p.is_object()) return bad(dir, pw, "must be an object");
-      Provenance pv;
-      PB_ASSIGN_OR_RETURN(pv.package, get_string(p, dir, pw, "package"));
-      PB_ASSIGN_OR_RETURN(pv.version, get_string(p, dir, pw, "version"));
-      PB_ASSIGN_OR_RETURN(pv.wheel, get_string(p, dir, pw, "wheel", false));
-      PB_ASSIGN_OR_RETURN(pv.wheel_sha256, get_string(p, dir, pw, "wheel_sha256", false));
-      PB_ASSIGN_OR_RETURN(pv.path_in_wheel, get_string(p, dir, pw, "path_in_wheel", false));
-      e.provenance = pv;
-    }
-    if (t.contains("create_options")) {
-      auto opts = select::create_options_from_json(t["create_options"], where + ".create_options");
-      if (!opts) return bad(dir, where + ".create_options", ": " + opts.error().message());
-      e.create_options = std::move(*opts);
-    }
-    if (t.contains("probe")) {
-      PB_ASSIGN_OR_RETURN(std::string probe, get_string(t, dir, where, "probe"));
-      auto kind = select::parse_probe_kind(probe);
-      if (!kind) return bad(dir, where + ".probe", kind.error().message());
-      e.probe = *kind;
-    }
-    if (t.contains("priority")) {
-      if (!t["priority"].is_number_integer()) return bad(dir, where + ".priority", "must be an integer");
-      e.priority = t["priority"].get<int>();
-    }
-    if (t.contains("companions")) {
-      if (!t["companions"].is_array()) return bad(dir, where + ".companions", "must be a list");
-      for (size_t k = 0; k < t["companions"].size(); ++k) {
-        const json& c = t["companions"][k];
-        const std::string cw = where + ".companions[" + std::to_string(k) + "]";
-        if (!c.is_object()) return bad(dir, cw, "must be an object");
-        CompanionFile f;
-        PB_ASSIGN_OR_RETURN(f.file, get_string(c, dir, cw, "file"));
-        PB_RETURN_IF_ERROR(resolve_in_bundle(dir, f.file, cw + ".file"));
-        if (!c.contains("size") || !c["size"].is_number_unsigned()) return bad(dir, cw + ".size", "is missing or not a byte count");
-        f.size = c["size"].get<uint64_t>();
-        PB_ASSIGN_OR_RETURN(f.sha256, get_string(c, dir, cw, "sha256"));
-        if (!is_sha256_hex(f.sha256)) return bad(dir, cw + ".sha256", "must be 64 lowercase hex digits");
-        PB_ASSIGN_OR_RETURN(f.from, get_string(c, dir, cw, "from", false));
-        e.companions.push_back(std::move(f));
-      }
-    }
     m.targets.push_back(std::move(e));
   }
   return m;
@@ -139,26 +172,31 @@ Expected<Manifest> parse_manifest(const std::string& text, const std::filesystem
 
 Expected<Manifest> read_manifest(const std::filesystem::path& dir) {
   const std::filesystem::path path = dir / kManifestName;
-  std::ifstream in(path);
-  if (!in) return make_error(Code::kNotFound, "bundle " + dir.string() + " has no readable " + kManifestName);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return parse_manifest(s.str(), dir);
+  // Only a regular file, at most kMaxManifestBytes: a FIFO would hang the read, /dev/zero never end.
+  auto text = read_regular_file(path, kMaxManifestBytes);
+  if (!text) {
+    if (text.error().code() == Code::kNotFound)
+      return make_error(Code::kNotFound, "bundle " + dir.string() + " has no readable " + kManifestName + " (" +
+                                             text.error().message() + ")");
+    return std::unexpected(Error(text.error().code(), "bundle " + dir.string() + ": " + text.error().message()));
+  }
+  return parse_manifest(*text, dir);
 }
 
 Status write_manifest(const std::filesystem::path& dir, const Manifest& m) {
-  json j;
+  using ojson = nlohmann::ordered_json;
+  ojson j;
   j["schema"] = m.schema;
-  j["targets"] = json::array();
+  j["targets"] = ojson::array();
   for (const auto& e : m.targets) {
-    json t;
+    ojson t;
     t["name"] = e.name;
     t["platform"] = e.platform;
     t["file"] = e.file;
     t["size"] = e.size;
     t["sha256"] = e.sha256;
-    t["pjrt_api"] = e.pjrt_api ? json(*e.pjrt_api) : json();
-    json s = json::object();
+    t["pjrt_api"] = e.pjrt_api ? ojson(*e.pjrt_api) : ojson();
+    ojson s = ojson::object();
     if (e.stablehlo_current) s["current"] = *e.stablehlo_current;
     if (e.stablehlo_minimum) s["minimum"] = *e.stablehlo_minimum;
     t["stablehlo"] = s;
@@ -171,7 +209,7 @@ Status write_manifest(const std::filesystem::path& dir, const Manifest& m) {
     t["create_options"] = select::create_options_to_json(e.create_options);
     t["probe"] = select::probe_kind_name(e.probe);
     t["priority"] = e.priority;
-    t["companions"] = json::array();
+    t["companions"] = ojson::array();
     for (const auto& c : e.companions)
       t["companions"].push_back({{"file", c.file}, {"size", c.size}, {"sha256", c.sha256}, {"from", c.from}});
     j["targets"].push_back(std::move(t));
@@ -179,8 +217,14 @@ Status write_manifest(const std::filesystem::path& dir, const Manifest& m) {
   const std::filesystem::path path = dir / kManifestName;
   const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
   {
+    std::string text;
+    try {
+      text = j.dump(2) + "\n";
+    } catch (const nlohmann::json::exception& e) {  // a string that is not UTF-8
+      return invalid_argument("cannot write " + path.string() + ": " + e.what());
+    }
     std::ofstream out(tmp, std::ios::trunc);
-    out << j.dump(2) << "\n";
+    out << text;
     if (!out) return make_error(Code::kPermissionDenied, "cannot write " + tmp.string());
   }
   std::error_code ec;

@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <cctype>
-#include <cstdlib>
 #include <map>
 #include <mutex>
+
+#include "base/environment.h"
+#include "plugin/native_library.h"
 
 namespace plugboard {
 
@@ -38,9 +40,10 @@ std::vector<std::filesystem::path> device_bridge_search_path(std::string_view pl
     for (char& c : u) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     return u;
   }() + "_BRIDGE";
-  if (const char* env = std::getenv(var.c_str()); env && *env) out.emplace_back(env);
   const std::string file = device_bridge_file_name(platform);
+  // The bundle's copy (beside its plugin, verified with it as a companion) wins over the variable.
   if (!plugin_path.empty()) out.push_back(plugin_path.parent_path() / file);
+  if (auto env = environment_override(var.c_str())) out.emplace_back(*env);
   if (auto dir = running_program_folder(); !dir.empty()) {
     out.push_back(dir / file);
     out.push_back(dir.parent_path() / "lib" / file);
@@ -62,15 +65,12 @@ Expected<const PbDeviceBridge*> load_device_bridge(std::string_view platform, co
       looked += "\n  " + candidate.string();
       continue;
     }
-    auto path = std::filesystem::weakly_canonical(candidate, ec);
-    if (ec) path = candidate;
+    // The checks every native library gets (plugin/native_library.h): a regular, well-formed ELF
+    // shared library, and the file verified with its target when it came from a bundle.
+    PB_ASSIGN_OR_RETURN(InspectedLibrary lib, annotate(inspect_library(candidate, "device bridge"), "loading the device bridge"));
+    const std::filesystem::path& path = lib.canonical;
     if (auto it = loaded.find(path); it != loaded.end()) return it->second;
-    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-      const char* why = dlerror();
-      return make_error(Code::kFailedPrecondition,
-                        "device bridge " + path.string() + " cannot be loaded: " + (why ? why : "dlopen failed"));
-    }
+    PB_ASSIGN_OR_RETURN(void* handle, annotate(open_inspected_library(lib, "device bridge"), "loading the device bridge"));
     auto* get = reinterpret_cast<PbGetDeviceBridge*>(dlsym(handle, "plugboard_device_bridge"));
     const PbDeviceBridge* bridge = get ? get() : nullptr;
     if (!bridge)

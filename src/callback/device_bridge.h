@@ -18,14 +18,16 @@ namespace plugboard {
 // The file name a bridge for `platform` has: "libplugboard_cuda_bridge.so" for "CUDA".
 std::string device_bridge_file_name(std::string_view platform);
 
-// Where the bridge for `platform` is looked for, in order: $PLUGBOARD_CUDA_BRIDGE (a file), the
-// folder of the plugin (a bundle ships it beside its CUDA target), the running program's folder,
-// that folder's ../lib, and the folder this build wrote it to.
+// Where the bridge for `platform` is looked for, in order: the folder of the plugin (a bundle ships it
+// beside its CUDA target, hashed in the manifest as a companion), $PLUGBOARD_CUDA_BRIDGE (a file; read
+// with environment_override, so never in a setuid process), the running program's folder, that
+// folder's ../lib, and the folder this build wrote it to.
 std::vector<std::filesystem::path> device_bridge_search_path(std::string_view platform,
                                                               const std::filesystem::path& plugin_path);
 
 // Loads (once per file; never unloaded) the first bridge found and checks its version and platform.
-// NOT_FOUND lists every place looked in.
+// The file gets the checks of plugin/native_library.h: a bundle's bridge verified at boot that changed
+// since is refused (DATA_LOSS). NOT_FOUND lists every place looked in.
 Expected<const PbDeviceBridge*> load_device_bridge(std::string_view platform, const std::filesystem::path& plugin_path);
 
 }  // namespace plugboard

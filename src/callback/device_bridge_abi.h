@@ -34,7 +34,10 @@ typedef struct PbHostDispatch {
   /* Blocking: runs the host function on operands already in host memory; it fills `results`. */
   int (*call)(void* ctx, const PbHostTensor* operands, size_t num_operands, PbHostTensor* results,
               size_t num_results, char* error, size_t error_size);
-  /* Ordered: copies the operands and queues the host function; returns at once. */
+  /* Ordered: copies the operands and queues the host function; returns at once. The bridge calls it
+   * after the handler has returned (CUDA: from the stream's host function), when no error can reach
+   * the plugin any more: a failure (a refused operand, no memory) is recorded in the execution by the
+   * host side itself, so the execution's await() fails with it; the bridge need not report it. */
   int (*enqueue)(void* ctx, const PbHostTensor* operands, size_t num_operands, char* error, size_t error_size);
   /* Ordered: the bridge calls this exactly once per ordered call, after enqueue or instead of it. */
   void (*release)(void* ctx);

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -17,9 +18,11 @@ namespace plugboard::internal {
 
 namespace {
 
+// Bound (or reserved) slots hold their TargetSlot; a free slot holds null. Binding and releasing take
+// g_bind_mutex; the handlers read their slot without it.
 std::array<std::atomic<const TargetSlot*>, kMaxCallbackTargets> g_slots{};
 std::mutex g_bind_mutex;
-size_t g_bound = 0;
+size_t g_bound = 0;  // non-null entries of g_slots
 
 // Small arrays on the stack: the common callback has a handful of operands.
 template <class T, size_t N = 8>
@@ -88,27 +91,54 @@ std::vector<CallbackAttribute> read_attributes(const XLA_FFI_Attrs& attrs) {
   return out;
 }
 
-// Checks one operand or result the plugin handed over and describes it as a host tensor.
-Status describe(const TargetSlot& slot, const char* what, int64_t index, int type, void* raw, PbHostTensor& out) {
-  auto which = [&] {
-    return std::string(what) + " " + std::to_string(index) + " of host callback '" + slot.name + "'";
-  };
-  if (type != XLA_FFI_ArgType_BUFFER || !raw) return invalid_argument(which() + " is not an array");
+std::string entry_name(const char* what, int64_t index, std::string_view callback) {
+  return std::string(what) + " " + std::to_string(index) + " of host callback '" + std::string(callback) + "'";
+}
+
+}  // namespace
+
+Status describe_frame_buffer(std::string_view callback, const char* what, int64_t index, int type, void* raw,
+                             PbHostTensor& out) {
+  if (type != XLA_FFI_ArgType_BUFFER || !raw) return invalid_argument(entry_name(what, index, callback) + " is not an array");
   const auto* b = static_cast<const XLA_FFI_Buffer*>(raw);
   const DType dtype = abi::dtype_from_ffi(b->dtype);
   if (dtype == DType::kInvalid)
-    return invalid_argument(which() + " has XLA element type " + std::to_string(b->dtype) +
+    return invalid_argument(entry_name(what, index, callback) + " has XLA element type " + std::to_string(b->dtype) +
                             ", which plugboard does not pass to host functions");
-  if (b->rank < 0 || (b->rank > 0 && !b->dims)) return invalid_argument(which() + " has no valid dimensions");
-  auto count = element_count(std::span<const int64_t>(b->dims, static_cast<size_t>(b->rank)));
-  if (!count) return invalid_argument(which() + " has invalid dimensions");
+  if (b->rank < 0 || b->rank > INT32_MAX || (b->rank > 0 && !b->dims))
+    return invalid_argument(entry_name(what, index, callback) + " has no valid dimensions (rank " +
+                            std::to_string(b->rank) + ")");
+  const std::span<const int64_t> dims(b->dims, static_cast<size_t>(b->rank));
+  Expected<size_t> bytes = byte_size(dtype, dims);
+  if (!bytes) return make_error(bytes.error().code(), entry_name(what, index, callback) + ": " + bytes.error().message());
+  if (*bytes > 0 && !b->data) return invalid_argument(entry_name(what, index, callback) + " has no data");
   out.dtype = b->dtype;
   out.rank = static_cast<int32_t>(b->rank);
   out.dims = b->dims;
   out.data = b->data;
-  out.size_bytes = *count * dtype_size(dtype);
+  out.size_bytes = *bytes;
   return ok();
 }
+
+Status check_host_tensor(std::string_view callback, const char* what, size_t index, const PbHostTensor& t) {
+  const auto i = static_cast<int64_t>(index);
+  const DType dtype = abi::dtype_from_ffi(t.dtype);
+  if (dtype == DType::kInvalid)
+    return invalid_argument(entry_name(what, i, callback) + " has XLA element type " + std::to_string(t.dtype) +
+                            ", which plugboard does not pass to host functions");
+  if (t.rank < 0 || (t.rank > 0 && !t.dims))
+    return invalid_argument(entry_name(what, i, callback) + " has no valid dimensions (rank " + std::to_string(t.rank) + ")");
+  Expected<size_t> bytes = byte_size(dtype, {t.dims, static_cast<size_t>(t.rank)});
+  if (!bytes) return make_error(bytes.error().code(), entry_name(what, i, callback) + ": " + bytes.error().message());
+  if (*bytes != t.size_bytes)
+    return invalid_argument(entry_name(what, i, callback) + " comes with " + std::to_string(t.size_bytes) + " bytes, but " +
+                            shape_string(dtype, std::vector<int64_t>(t.dims, t.dims + t.rank)) + " takes " +
+                            std::to_string(*bytes));
+  if (*bytes > 0 && !t.data) return invalid_argument(entry_name(what, i, callback) + " has no data");
+  return ok();
+}
+
+namespace {
 
 bool is_token(int type, void* raw) {
   return type == XLA_FFI_ArgType_BUFFER && raw && static_cast<const XLA_FFI_Buffer*>(raw)->dtype == XLA_FFI_DataType_TOKEN;
@@ -122,7 +152,7 @@ Status collect(const TargetSlot& slot, const char* what, int64_t size, const Typ
   size_t n = 0;
   for (int64_t i = 0; i < size; ++i) {
     if (is_token(types[i], entries[i])) continue;
-    PB_RETURN_IF_ERROR(describe(slot, what, i, types[i], entries[i], out[n]));
+    PB_RETURN_IF_ERROR(describe_frame_buffer(slot.name, what, i, types[i], entries[i], out[n]));
     ++n;
   }
   out.shrink(n);
@@ -173,7 +203,10 @@ int bridge_call(void* ctx, const PbHostTensor* operands, size_t num_operands, Pb
                 size_t num_results, char* error, size_t error_size) {
   const auto& c = *static_cast<const BlockingContext*>(ctx);
   try {
-    Status st = call_blocking(c, {operands, num_operands}, {results, num_results});
+    Status st = ok();
+    for (size_t i = 0; st && i < num_operands; ++i) st = check_host_tensor(c.slot->name, "operand", i, operands[i]);
+    for (size_t i = 0; st && i < num_results; ++i) st = check_host_tensor(c.slot->name, "result", i, results[i]);
+    if (st) st = call_blocking(c, {operands, num_operands}, {results, num_results});
     if (st) return 0;
     write_error(error, error_size, st.error().to_string());
   } catch (const std::exception& e) {
@@ -190,7 +223,11 @@ struct PendingOrdered {
   OrderedCall call;  // name, execution, sequence and attributes filled; operands filled on enqueue
 };
 
+// Copies the operands and queues the call. The operands are checked first: from a device bridge they
+// come through a C interface, and a size that disagrees with the dims is refused before any copy.
 Status enqueue_ordered(PendingOrdered& p, std::span<const PbHostTensor> operands) {
+  for (size_t i = 0; i < operands.size(); ++i)
+    PB_RETURN_IF_ERROR(check_host_tensor(p.call.name, "operand", i, operands[i]));
   p.call.operands.reserve(operands.size());
   for (const PbHostTensor& t : operands) {
     io::HostArray a;
@@ -219,13 +256,29 @@ Status enqueue_ordered(PendingOrdered& p, std::span<const PbHostTensor> operands
   return ok();
 }
 
+// Called by a device bridge once the operands are in host memory, when the handler has long returned
+// (CUDA: from the stream's host function). Nobody can hand a failure back to the plugin then, so it is
+// recorded in the execution: its await() fails with it, and no ordered call is ever lost silently.
 int bridge_enqueue(void* ctx, const PbHostTensor* operands, size_t num_operands, char* error, size_t error_size) {
+  auto& p = *static_cast<PendingOrdered*>(ctx);
+  const std::string name = p.call.name;
+  const uint64_t sequence = p.call.sequence;
+  std::optional<Error> failed;
   try {
-    Status st = enqueue_ordered(*static_cast<PendingOrdered*>(ctx), {operands, num_operands});
+    Status st = enqueue_ordered(p, {operands, num_operands});
     if (st) return 0;
-    write_error(error, error_size, st.error().to_string());
+    failed = std::move(st).error();
   } catch (const std::exception& e) {
-    write_error(error, error_size, std::string("queuing failed: ") + e.what());
+    failed = Error(Code::kResourceExhausted, std::string("queuing failed: ") + e.what());
+  } catch (...) {
+    failed = Error(Code::kInternal, "queuing failed with an exception that is not a std::exception");
+  }
+  write_error(error, error_size, failed->to_string());
+  try {
+    p.state->record_ordered_error(std::move(*failed).annotate("ordered host callback '" + name + "' (call " +
+                                                              std::to_string(sequence) + ") was not delivered"));
+  } catch (...) {
+    p.state->record_ordered_error(Error(Code::kResourceExhausted, "an ordered host callback was not delivered"));
   }
   return 1;
 }
@@ -327,15 +380,38 @@ constexpr auto kHandlers = make_handlers(std::make_index_sequence<kMaxCallbackTa
 
 }  // namespace
 
-Expected<XLA_FFI_Handler*> bind_target_slot(std::unique_ptr<TargetSlot> slot) {
+SlotBinding::SlotBinding(SlotBinding&& o) noexcept
+    : index_(o.index_), kept_(o.kept_), owns_(std::exchange(o.owns_, false)) {}
+
+SlotBinding::~SlotBinding() {
+  if (!owns_ || kept_) return;
   std::lock_guard lock(g_bind_mutex);
-  if (g_bound >= kMaxCallbackTargets)
-    return make_error(Code::kResourceExhausted, "cannot register host callback '" + slot->name + "' with " + slot->plugin +
-                                                    ": all " + std::to_string(kMaxCallbackTargets) +
-                                                    " callback targets of this process are in use");
-  const size_t index = g_bound++;
-  g_slots[index].store(slot.release(), std::memory_order_release);  // never freed: the plugin keeps it
-  return kHandlers[index];
+  const TargetSlot* slot = g_slots[index_].exchange(nullptr, std::memory_order_acq_rel);
+  if (slot) --g_bound;
+  delete slot;
+}
+
+XLA_FFI_Handler* SlotBinding::handler() const { return kHandlers[index_]; }
+void SlotBinding::keep() { kept_ = true; }
+
+Expected<SlotBinding> bind_target_slot(std::unique_ptr<TargetSlot> slot) {
+  std::lock_guard lock(g_bind_mutex);
+  if (g_bound < kMaxCallbackTargets) {
+    for (size_t index = 0; index < kMaxCallbackTargets; ++index) {
+      if (g_slots[index].load(std::memory_order_relaxed)) continue;
+      g_slots[index].store(slot.release(), std::memory_order_release);
+      ++g_bound;
+      return SlotBinding(index);
+    }
+  }
+  return make_error(Code::kResourceExhausted, "cannot register host callback '" + slot->name + "' with " + slot->plugin +
+                                                  ": all " + std::to_string(kMaxCallbackTargets) +
+                                                  " callback targets of this process are in use");
+}
+
+size_t bound_target_slots() {
+  std::lock_guard lock(g_bind_mutex);
+  return g_bound;
 }
 
 }  // namespace plugboard::internal

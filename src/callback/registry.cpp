@@ -36,10 +36,14 @@ Status register_target_locked(internal::PluginFfi& ffi, std::string_view name) {
   slot->plugin = ffi.plugin->path().string();
   slot->type_id = ffi.type_id;
   slot->bridge = ffi.bridge;
-  PB_ASSIGN_OR_RETURN(XLA_FFI_Handler * handler, internal::bind_target_slot(std::move(slot)));
-  PB_RETURN_IF_ERROR(annotate(abi::ffi_register_handler(ffi.plugin->api(), *ffi.extension, name, ffi.platform, handler),
-                              "registering host callback '" + std::string(name) + "' on platform " + ffi.platform +
-                                  " of " + ffi.plugin->path().string()));
+  PB_ASSIGN_OR_RETURN(internal::SlotBinding binding, internal::bind_target_slot(std::move(slot)));
+  // A refused registration gives the slot back (binding's destructor); an accepted one keeps it for
+  // the life of the process, as the plugin keeps the handler.
+  PB_RETURN_IF_ERROR(annotate(
+      abi::ffi_register_handler(ffi.plugin->api(), *ffi.extension, name, ffi.platform, binding.handler()),
+      "registering host callback '" + std::string(name) + "' on platform " + ffi.platform + " of " +
+          ffi.plugin->path().string()));
+  binding.keep();
   ffi.targets.emplace(name);
   return ok();
 }

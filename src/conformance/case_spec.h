@@ -1,4 +1,4 @@
-// A conformance case as case.json describes it (see shared/conformance/README.md).
+// A conformance case as case.json describes it (see tests/conformance/README.md).
 #pragma once
 
 #include <cstdint>

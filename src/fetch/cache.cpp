@@ -3,12 +3,11 @@
 
 #include <sys/stat.h>
 
-#include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
 
+#include "base/regular_file.h"
 #include "base/sha256.h"
+#include "base/strict_json.h"
 #include "fetch/temp_file.h"
 
 namespace plugboard::fetch {
@@ -42,23 +41,35 @@ std::filesystem::path Cache::index_file(std::string_view wheel_sha256) const {
   return root_ / "index" / (std::string(wheel_sha256) + ".json");
 }
 
-std::optional<CachedPlugin> Cache::lookup(std::string_view wheel_sha256) const {
-  std::ifstream in(index_file(wheel_sha256));
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || j.value("schema", 0) != kIndexSchema) return std::nullopt;
-  const std::string member = j.value("plugin_path", "");
-  const std::string sha = j.value("plugin_sha256", "");
-  const uint64_t size = j.value("size", uint64_t{0});
-  const int64_t stamp = j.value("mtime_ns", int64_t{-1});
-  if (member.empty() || !is_sha256_hex(sha)) return std::nullopt;
-  const std::filesystem::path file = plugins_dir() / sha / std::filesystem::path(member).filename();
+Expected<std::optional<CachedPlugin>> Cache::lookup(std::string_view wheel_sha256) const {
+  const std::filesystem::path path = index_file(wheel_sha256);
+  auto text = read_regular_file(path, kMaxManifestBytes);
+  if (!text && text.error().code() == Code::kNotFound) return std::nullopt;
+  auto corrupt = [&](const Error& e) {
+    return make_error(Code::kDataLoss, "plugin cache index " + path.string() + " is damaged (remove it to extract again): " +
+                                           e.to_string());
+  };
+  if (!text) return corrupt(text.error());
+  auto j = strict_json::parse(*text, path.string());
+  if (!j) return corrupt(j.error());
+  auto schema = strict_json::get_int(*j, "schema", "");
+  if (!schema) return corrupt(schema.error());
+  if (*schema != kIndexSchema) return std::nullopt;  // written by another plugboard: extract again
+  auto member = strict_json::get_string(*j, "plugin_path", "");
+  auto sha = strict_json::get_string(*j, "plugin_sha256", "");
+  auto size = strict_json::get_uint(*j, "size", "");
+  auto stamp = strict_json::get_int(*j, "mtime_ns", "");
+  if (!member) return corrupt(member.error());
+  if (!sha) return corrupt(sha.error());
+  if (!size) return corrupt(size.error());
+  if (!stamp) return corrupt(stamp.error());
+  if (member->empty() || !is_sha256_hex(*sha))
+    return corrupt(Error(Code::kInvalidArgument, "plugin_path is empty or plugin_sha256 is not a sha256"));
+  const std::filesystem::path file = plugins_dir() / *sha / std::filesystem::path(*member).filename();
   uint64_t actual_size = 0;
   const auto actual_stamp = mtime_ns(file, &actual_size);
-  if (!actual_stamp || *actual_stamp != stamp || actual_size != size) return std::nullopt;
-  return CachedPlugin{member, sha, size, file};
+  if (!actual_stamp || *actual_stamp != *stamp || actual_size != *size) return std::nullopt;
+  return CachedPlugin{*member, *sha, *size, file};
 }
 
 Expected<CachedPlugin> Cache::store(ExtractedMember plugin, std::string_view plugin_path,

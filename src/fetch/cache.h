@@ -41,8 +41,10 @@ class Cache {
   Expected<FileLock> lock(std::string_view key) const;
 
   // What was extracted from the wheel with this hash, when the plugin file is still there and matches
-  // its stamp (size and modification time); nullopt otherwise (the caller extracts again).
-  std::optional<CachedPlugin> lookup(std::string_view wheel_sha256) const;
+  // its stamp (size and modification time); nullopt otherwise (the caller extracts again). An index
+  // file that is not a regular file, not JSON of the expected shape (wrong types, a duplicate key,
+  // nesting) is DATA_LOSS naming it.
+  Expected<std::optional<CachedPlugin>> lookup(std::string_view wheel_sha256) const;
 
   // Moves an extracted plugin (a temporary file in plugins_dir()) to plugins/<sha256>/<basename> and
   // records it as what the wheel `wheel_sha256` holds.

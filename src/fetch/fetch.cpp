@@ -3,11 +3,16 @@
 #include "fetch/fetch.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
+#include "base/regular_file.h"
 #include "base/sha256.h"
 #include "fetch/cache.h"
+#include "fetch/hasher.h"
 #include "fetch/known_packages.h"
 #include "fetch/package_spec.h"
 #include "fetch/pip.h"
@@ -69,7 +74,8 @@ Expected<fs::path> download_wheel(const PackageSpec& spec, const Context& ctx, c
     if (fs::is_regular_file(cached, ec)) return cached;
   }
   PB_ASSIGN_OR_RETURN(TempDir tmp, TempDir::create(ctx.cache.wheels_dir()));
-  PB_ASSIGN_OR_RETURN(fs::path downloaded, pip_download(spec, ctx.options.python, tmp.path()));
+  const std::optional<std::string> pinned = locked ? std::optional<std::string>(locked->wheel_sha256) : std::nullopt;
+  PB_ASSIGN_OR_RETURN(fs::path downloaded, pip_download(spec, pinned, ctx.options, tmp.path()));
   const fs::path destination = ctx.cache.wheels_dir() / downloaded.filename();
   std::error_code ec;
   fs::rename(downloaded, destination, ec);
@@ -77,16 +83,34 @@ Expected<fs::path> download_wheel(const PackageSpec& spec, const Context& ctx, c
   return destination;
 }
 
+// Hashed through a descriptor of a regular file: a FIFO or a device named like a wheel is refused.
 Expected<std::string> hash_wheel(const fs::path& wheel, bool progress) {
+  auto fd = open_regular_file(wheel);
+  if (!fd) return std::unexpected(std::move(fd).error().annotate("hashing wheel " + wheel.string()));
   struct stat st {};
-  const uint64_t size = ::stat(wheel.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  const uint64_t size = ::fstat(fd->get(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
   Progress bar(progress, "hashing " + wheel.filename().string(), size);
-  return sha256_file(wheel, [&bar](uint64_t done, uint64_t) { bar.update(done); });
+  Sha256Hasher hasher;
+  std::vector<std::byte> block(1 << 20);
+  uint64_t done = 0;
+  for (;;) {
+    const ssize_t n = ::read(fd->get(), block.data(), block.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return make_error(Code::kDataLoss, "cannot read wheel " + wheel.string() + ": " + std::strerror(errno));
+    if (n == 0) break;
+    hasher.update(std::span<const std::byte>(block.data(), static_cast<size_t>(n)));
+    done += static_cast<uint64_t>(n);
+    bar.update(done);
+  }
+  return hasher.hex_digest();
 }
 
 Expected<FetchedPlugin> fetch_one(const PackageSpec& spec, const Context& ctx) {
   const KnownPackage* known = find_known_package(spec.name);
   const LockEntry* locked = ctx.lock.find(spec.name, spec.version);
+  if (locked && locked->companion)
+    return make_error(Code::kFailedPrecondition, spec.to_string() + " is locked in " + ctx.lock_path.string() +
+                                                     " as a companion wheel, not as a plugin");
 
   fs::path wheel_path;
   if (ctx.options.offline_from) {
@@ -109,7 +133,7 @@ Expected<FetchedPlugin> fetch_one(const PackageSpec& spec, const Context& ctx) {
 
   // One extraction per wheel at a time; whoever waited finds the other's result in the index.
   PB_ASSIGN_OR_RETURN(FileLock entry_lock, ctx.cache.lock("wheel-" + wheel_sha256));
-  const std::optional<CachedPlugin> cached = ctx.cache.lookup(wheel_sha256);
+  PB_ASSIGN_OR_RETURN(const std::optional<CachedPlugin> cached, ctx.cache.lookup(wheel_sha256));
   std::string member = known ? known->plugin_path : locked ? locked->plugin_path : cached ? cached->plugin_path : "";
   if (locked && !member.empty() && member != locked->plugin_path)
     return lock_mismatch(spec, "the plugin's path in the wheel", ctx.lock_path, locked->plugin_path, member,
@@ -135,6 +159,12 @@ Expected<FetchedPlugin> fetch_one(const PackageSpec& spec, const Context& ctx) {
     if (!extracted) {
       PB_ASSIGN_OR_RETURN(extracted, wheel.extract(*found.member, ctx.cache.plugins_dir(), ctx.options.progress));
     }
+    // Checked before anything is placed in the cache: a PJRT plugin, with the hash the lock pins.
+    PB_RETURN_IF_ERROR(check_pjrt_plugin_file(extracted->file.path(), spec.to_string() + ": member " + member +
+                                                                          " of wheel " + wheel_path.string()));
+    if (locked && extracted->sha256 != locked->plugin_sha256)
+      return lock_mismatch(spec, "the sha256 of plugin " + member, ctx.lock_path, locked->plugin_sha256,
+                           extracted->sha256, Code::kDataLoss);
     PB_ASSIGN_OR_RETURN(placed, ctx.cache.store(std::move(*extracted), member, wheel_sha256));
   }
   if (locked && placed.plugin_sha256 != locked->plugin_sha256)
@@ -148,17 +178,16 @@ Expected<FetchedPlugin> fetch_one(const PackageSpec& spec, const Context& ctx) {
   return out;
 }
 
-// Adds or replaces the fetched packages' entries, under a lock so parallel fetches do not lose entries.
-Status update_lock(const fs::path& lock_path, const Cache& cache, const std::vector<FetchedPlugin>& fetched) {
+// Adds or replaces the entries' packages, under a lock so parallel fetches do not lose entries.
+Status update_lock(const fs::path& lock_path, const Cache& cache, const std::vector<LockEntry>& entries) {
   std::error_code ec;
   const fs::path absolute = fs::absolute(lock_path, ec);
   const std::string key = absolute.string();
   PB_ASSIGN_OR_RETURN(FileLock guard, cache.lock("lockfile-" + sha256_hex(std::as_bytes(std::span(key.data(), key.size())))));
   PB_ASSIGN_OR_RETURN(LockFile lock, read_lock(lock_path));
-  for (const FetchedPlugin& f : fetched) {
-    const std::string package = normalize_package_name(f.spec.name);
-    std::erase_if(lock.entries, [&](const LockEntry& e) { return e.package == package; });
-    lock.entries.push_back({package, f.spec.version, f.wheel, f.wheel_sha256, f.plugin_path, f.plugin_sha256});
+  for (const LockEntry& entry : entries) {
+    std::erase_if(lock.entries, [&](const LockEntry& e) { return e.package == entry.package; });
+    lock.entries.push_back(entry);
   }
   return write_lock(lock_path, lock);
 }
@@ -178,6 +207,7 @@ Expected<std::vector<FetchedPlugin>> fetch(std::span<const PackageSpec> packages
   if (const auto& table = embedded_known_packages(); !table)
     return make_error(Code::kInternal, "the embedded table of known packages is malformed: " + table.error().to_string());
   if (packages.empty()) return invalid_argument("no package to fetch: give NAME==VERSION");
+  for (const PackageSpec& spec : packages) PB_RETURN_IF_ERROR(annotate(check_package_spec(spec), "fetch()"));
   if (options.offline_from) {
     std::error_code ec;
     if (!fs::is_directory(*options.offline_from, ec))
@@ -194,7 +224,13 @@ Expected<std::vector<FetchedPlugin>> fetch(std::span<const PackageSpec> packages
     if (!one) return std::unexpected(std::move(one).error().annotate("fetching " + spec.to_string()));
     fetched.push_back(std::move(*one));
   }
-  if (options.write_lock) PB_RETURN_IF_ERROR(update_lock(lock_path, cache, fetched));
+  if (options.write_lock) {
+    std::vector<LockEntry> entries;
+    for (const FetchedPlugin& f : fetched)
+      entries.push_back({normalize_package_name(f.spec.name), f.spec.version, f.wheel, f.wheel_sha256, f.plugin_path,
+                         f.plugin_sha256, false});
+    PB_RETURN_IF_ERROR(update_lock(lock_path, cache, entries));
+  }
   return fetched;
 }
 
@@ -203,17 +239,31 @@ Expected<std::vector<FetchedPlugin>> fetch(std::span<const PackageSpec> packages
 namespace plugboard::fetch {
 
 Expected<FetchedWheel> fetch_wheel(const PackageSpec& spec, const FetchOptions& options) {
+  PB_RETURN_IF_ERROR(annotate(check_package_spec(spec), "fetch_wheel()"));
+  const fs::path lock_path = options.lock_path.empty() ? fs::path("plugboard.lock") : options.lock_path;
+  PB_ASSIGN_OR_RETURN(const LockFile lock, read_lock(lock_path));
   PB_ASSIGN_OR_RETURN(const Cache cache, Cache::open(options.cache_dir.empty() ? default_cache_dir() : options.cache_dir));
-  const LockFile no_lock;
-  const fs::path lock_path;
-  const Context ctx{options, lock_path, no_lock, cache};
+  const Context ctx{options, lock_path, lock, cache};
+  const std::string what = "fetching " + spec.to_string();
+  const LockEntry* locked = lock.find(spec.name, spec.version);
+  if (locked && !locked->companion)
+    return make_error(Code::kFailedPrecondition, what + ": it is locked in " + lock_path.string() +
+                                                     " as a plugin, not as a companion wheel");
   FetchedWheel out{spec, {}, {}};
   if (options.offline_from) {
-    PB_ASSIGN_OR_RETURN(out.wheel, annotate(find_offline_wheel(spec, *options.offline_from, nullptr), "fetching " + spec.to_string()));
+    PB_ASSIGN_OR_RETURN(out.wheel, annotate(find_offline_wheel(spec, *options.offline_from, locked), what));
   } else {
-    PB_ASSIGN_OR_RETURN(out.wheel, annotate(download_wheel(spec, ctx, nullptr), "fetching " + spec.to_string()));
+    PB_ASSIGN_OR_RETURN(out.wheel, annotate(download_wheel(spec, ctx, locked), what));
   }
-  PB_ASSIGN_OR_RETURN(out.wheel_sha256, hash_wheel(out.wheel, options.progress));
+  PB_ASSIGN_OR_RETURN(out.wheel_sha256, annotate(hash_wheel(out.wheel, options.progress), what));
+  if (locked && out.wheel_sha256 != locked->wheel_sha256)
+    return std::unexpected(lock_mismatch(spec, "the sha256 of wheel " + out.wheel.string(), lock_path,
+                                         locked->wheel_sha256, out.wheel_sha256, Code::kDataLoss)
+                               .error()
+                               .annotate(what));
+  if (options.write_lock)
+    PB_RETURN_IF_ERROR(update_lock(lock_path, cache, {{normalize_package_name(spec.name), spec.version,
+                                                       out.wheel.filename().string(), out.wheel_sha256, "", "", true}}));
   return out;
 }
 

@@ -8,6 +8,7 @@
 // inspected: the .so files in the wheel that export GetPjrtApi.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -27,6 +28,10 @@ struct PackageSpec {
   std::string to_string() const { return name + "==" + version; }
 };
 Expected<PackageSpec> parse_package_spec(std::string_view text);
+// INVALID_ARGUMENT unless `spec` is exactly what parse_package_spec makes of "NAME==VERSION" (a name
+// and a version of the allowed characters, nothing else): fetch() checks every spec it is given, so a
+// name such as "--index-url=..." can never reach pip.
+Status check_package_spec(const PackageSpec& spec);
 std::string normalize_package_name(std::string_view name);
 
 // One entry of the known-packages table.
@@ -41,14 +46,15 @@ struct KnownPackage {
 const std::vector<KnownPackage>& known_packages();
 const KnownPackage* find_known_package(std::string_view name);
 
-// One line of plugboard.lock.
+// One line of plugboard.lock: a plugin's wheel, or a companion wheel (pinned by the wheel's hash only).
 struct LockEntry {
   std::string package;  // normalized
   std::string version;
   std::string wheel;           // wheel file name
   std::string wheel_sha256;
-  std::string plugin_path;     // inside the wheel
-  std::string plugin_sha256;
+  std::string plugin_path;     // inside the wheel (empty for a companion)
+  std::string plugin_sha256;   // (empty for a companion)
+  bool companion = false;
 };
 struct LockFile {
   std::vector<LockEntry> entries;
@@ -65,6 +71,8 @@ struct FetchOptions {
   std::optional<std::filesystem::path> offline_from;  // --offline --from DIR: wheels already on disk, no pip
   bool progress = false;                     // progress bar on stderr (the CLI sets it when stderr is a tty)
   std::string python = "python3";            // the interpreter whose pip is used
+  int pip_timeout_s = 60;                    // pip's own --timeout (each network operation), seconds
+  std::chrono::milliseconds pip_time_limit{std::chrono::minutes(30)};  // pip is killed past this
 };
 
 struct FetchedPlugin {
@@ -90,7 +98,9 @@ std::filesystem::path default_cache_dir();
 Expected<std::vector<FetchedPlugin>> fetch(std::span<const PackageSpec> packages, const FetchOptions& options);
 
 // A whole wheel (a plugin's companion libraries, e.g. nvidia-cuda-runtime-cu13), obtained as fetch()
-// obtains a plugin's; the caller extracts what it needs.
+// obtains a plugin's, and pinned like one: held to its entry in the lock file (kind "companion"), pip
+// given --require-hashes with the locked hash, recorded there with write_lock. The caller extracts
+// what it needs.
 struct FetchedWheel {
   PackageSpec spec;
   std::filesystem::path wheel;

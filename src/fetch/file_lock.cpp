@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,14 +13,25 @@
 namespace plugboard::fetch {
 
 Expected<FileLock> FileLock::acquire(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return make_error(Code::kInternal, "cannot open lock file " + path.string() + ": " + std::strerror(errno));
-  FileLock lock(fd);
-  int rc;
-  while ((rc = ::flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
+  for (;;) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return make_error(Code::kInternal, "cannot open lock file " + path.string() + ": " + std::strerror(errno));
+    FileLock lock(fd);
+    int rc;
+    while ((rc = ::flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
+    }
+    if (rc != 0) return make_error(Code::kInternal, "cannot lock " + path.string() + ": " + std::strerror(errno));
+    // The holder before us may have removed the file (and its folder) as it let go: then this lock
+    // guards nothing anyone else will see, and it is taken again on the file now at `path`.
+    struct stat held {}, now {};
+    if (::fstat(fd, &held) != 0)
+      return make_error(Code::kInternal, "cannot check lock file " + path.string() + ": " + std::strerror(errno));
+    if (::stat(path.c_str(), &now) == 0) {
+      if (held.st_dev == now.st_dev && held.st_ino == now.st_ino) return lock;
+    } else if (errno != ENOENT) {
+      return make_error(Code::kInternal, "cannot check lock file " + path.string() + ": " + std::strerror(errno));
+    }
   }
-  if (rc != 0) return make_error(Code::kInternal, "cannot lock " + path.string() + ": " + std::strerror(errno));
-  return lock;
 }
 
 FileLock::~FileLock() {

@@ -72,6 +72,14 @@ Expected<PackageSpec> parse_package_spec(std::string_view text) {
   return PackageSpec{std::string(name), std::string(version)};
 }
 
+Status check_package_spec(const PackageSpec& spec) {
+  auto parsed = parse_package_spec(spec.name + "==" + spec.version);
+  if (!parsed) return std::unexpected(std::move(parsed).error());
+  if (parsed->name != spec.name || parsed->version != spec.version)
+    return invalid_argument("\"" + spec.to_string() + "\" is not NAME==VERSION (blanks around the name or version)");
+  return ok();
+}
+
 std::optional<WheelFileName> parse_wheel_file_name(std::string_view file_name) {
   // {name}-{version}(-{build})?-{python}-{abi}-{platform}.whl
   constexpr std::string_view kSuffix = ".whl";

@@ -1,9 +1,12 @@
-// Downloading a wheel with pip: `python -m pip download --no-deps --only-binary=:all: NAME==VERSION -d DIR`.
+// Downloading a wheel with pip: `python -m pip download --no-deps --only-binary=:all: --timeout S -d DIR
+// -- NAME==VERSION`, or, when the wheel's hash is pinned, `... --require-hashes -r REQUIREMENTS` with the
+// requirement and its `--hash=sha256:...` in a file (pip then refuses any other wheel itself).
 // pip chooses the index (its own configuration, PIP_INDEX_URL, ...) and the wheel matching this machine;
-// plugboard names no index of its own.
+// plugboard names no index of its own. `--` ends pip's options, so no spec is ever read as one.
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "base/status.h"
@@ -12,8 +15,9 @@
 namespace plugboard::fetch {
 
 // Runs pip into the empty folder `dir` and returns the wheel it left there. A failure carries pip's
-// own message (its last lines of output); an interpreter that cannot be run is named.
-Expected<std::filesystem::path> pip_download(const PackageSpec& spec, const std::string& python,
-                                             const std::filesystem::path& dir);
+// own message (its last lines of output); an interpreter that cannot be run is named. pip runs in its
+// own process group, killed (all of it) when it outlives options.pip_time_limit: DEADLINE_EXCEEDED.
+Expected<std::filesystem::path> pip_download(const PackageSpec& spec, const std::optional<std::string>& wheel_sha256,
+                                             const FetchOptions& options, const std::filesystem::path& dir);
 
 }  // namespace plugboard::fetch

@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "base/regular_file.h"
 #include "fetch/elf_symbols.h"
 
 namespace plugboard::fetch {
@@ -19,6 +20,16 @@ std::string join(const std::vector<std::string>& names) {
 }
 
 }  // namespace
+
+Status check_pjrt_plugin_file(const std::filesystem::path& file, const std::string& what) {
+  // open_regular_file refuses a FIFO or a device without waiting on it (exports_dynamic_symbol would open it).
+  PB_RETURN_IF_ERROR(annotate(open_regular_file(file), what));
+  PB_ASSIGN_OR_RETURN(bool exports, annotate(exports_dynamic_symbol(file, "GetPjrtApi"), what));
+  if (!exports)
+    return make_error(Code::kFailedPrecondition,
+                      what + " is not a PJRT plugin: it is not an ELF shared library that exports GetPjrtApi");
+  return ok();
+}
 
 bool is_shared_library_name(std::string_view member) {
   const std::string_view base = member.substr(member.rfind('/') == std::string_view::npos ? 0 : member.rfind('/') + 1);

@@ -22,6 +22,11 @@ struct PluginMember {
 Expected<PluginMember> find_plugin_member(const Wheel& wheel, const PackageSpec& spec, const KnownPackage* known,
                                           const std::filesystem::path& scratch_dir, bool progress);
 
+// FAILED_PRECONDITION naming `what` unless `file` is a regular file and an ELF shared library that
+// exports GetPjrtApi: a text file, a symbolic link's text or any other library named like a plugin is
+// refused before it reaches a cache or a bundle.
+Status check_pjrt_plugin_file(const std::filesystem::path& file, const std::string& what);
+
 // A shared library by its name: "x.so" or "x.so.1".
 bool is_shared_library_name(std::string_view member);
 

@@ -1,10 +1,18 @@
 // A wheel opened with libzip: its members, and streaming one member out to a temporary file while
 // hashing it (the file is never held in memory; a plugin is hundreds of MB).
+//
+// A wheel is untrusted input: it is opened only when it is a regular file (a FIFO or a device is
+// refused, never waited on); a member is inflated only up to the size its entry declares (the first
+// byte past it stops the extraction); an entry that declares more than kMaxMemberBytes, or that would
+// inflate more than kMaxInflationRatio times its compressed size, is refused before a byte is written;
+// an entry that is a symbolic link is refused.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,10 +24,16 @@ struct zip;
 
 namespace plugboard::fetch {
 
+inline constexpr uint64_t kMaxMemberBytes = uint64_t{4} << 30;  // the largest member extracted
+inline constexpr uint64_t kMaxInflationRatio = 200;               // uncompressed / compressed, ...
+inline constexpr uint64_t kInflationRatioFloor = uint64_t{16} << 20;  // ... for members above 16 MiB
+
 struct WheelMember {
   std::string name;  // path inside the wheel
-  uint64_t size = 0;  // uncompressed
+  uint64_t size = 0;  // uncompressed, as the entry declares it
   uint64_t index = 0;
+  uint64_t compressed_size = 0;
+  bool symlink = false;  // made on Unix with S_IFLNK in its external attributes
 };
 
 // A member written out and synced, not yet in place: commit `file` to keep it.
@@ -31,7 +45,7 @@ struct ExtractedMember {
 
 class Wheel {
  public:
-  // Errors name the file and say what libzip found wrong.
+  // Errors name the file and say what libzip found wrong; a path that is not a regular file is refused.
   static Expected<Wheel> open(const std::filesystem::path& path);
 
   const std::filesystem::path& path() const { return path_; }
@@ -40,7 +54,17 @@ class Wheel {
 
   // Streams `member` into a new temporary file in `dir`, hashing it; mode 0755. libzip checks the
   // member's CRC, so a corrupt wheel is an error (naming the wheel and the member), never a file.
+  // Refused (naming wheel and member) before anything is written: a symbolic link, a declared size past
+  // kMaxMemberBytes, or an inflation ratio past kMaxInflationRatio.
   Expected<ExtractedMember> extract(const WheelMember& member, const std::filesystem::path& dir, bool progress) const;
+
+  // The inflated bytes of `member`, chunk by chunk, to `sink` (what extract() writes). Never more than
+  // the entry declares: the first byte past it is DATA_LOSS naming the wheel and the member.
+  using Sink = std::function<Status(std::span<const std::byte>)>;
+  Status read(const WheelMember& member, const Sink& sink, bool progress) const;
+
+  // The checks extract() and read() make before inflating anything.
+  Status check_member(const WheelMember& member) const;
 
  private:
   struct Closer {

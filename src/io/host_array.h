@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/dtype.h"
+#include "base/status.h"
 
 namespace plugboard::io {
 
@@ -19,8 +20,12 @@ struct HostArray {
 
   // Product of dims (1 for rank 0); 0 when a dimension is negative or the product overflows.
   size_t element_count() const { return plugboard::element_count(dims).value_or(0); }
-  // Bytes the dims and dtype call for (not data.size(), which a malformed array may disagree with).
-  size_t byte_size() const { return element_count() * dtype_size(dtype); }
+  // Bytes the dims and dtype call for (not data.size(), which a malformed array may disagree with), by
+  // the one checked product: an error for a negative dimension, an unknown dtype or an overflow.
+  Expected<size_t> checked_byte_size() const { return plugboard::byte_size(dtype, dims); }
+  // The same as a plain number; SIZE_MAX when checked_byte_size() fails, so that it never equals the
+  // size of any data a malformed array holds.
+  size_t byte_size() const { return checked_byte_size().value_or(SIZE_MAX); }
 };
 
 }  // namespace plugboard::io

@@ -14,6 +14,9 @@
 #include <system_error>
 #include <utility>
 
+#include "base/regular_file.h"
+#include "base/unique_fd.h"
+
 namespace plugboard::io {
 namespace {
 
@@ -359,47 +362,21 @@ std::unexpected<Error> errno_error(int err, std::string what, const std::filesys
   return make_error(code_from_errno(err), what + " " + path.string() + ": " + std::generic_category().message(err));
 }
 
-// Closes a file descriptor on every path out of a function.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-  // Closes now and reports the result (close can report a failed deferred write).
-  int release_and_close() {
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
-
-Expected<std::vector<std::byte>> read_file(const std::filesystem::path& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return errno_error(errno, "cannot open", path);
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return errno_error(errno, "cannot stat", path);
-  if (S_ISDIR(st.st_mode)) return make_error(Code::kInvalidArgument, "cannot read " + path.string() + ": is a directory");
-
-  std::vector<std::byte> bytes;
-  if (S_ISREG(st.st_mode)) bytes.reserve(static_cast<size_t>(st.st_size));
-  std::array<std::byte, 1 << 16> chunk;
-  for (;;) {
-    const ssize_t n = ::read(fd.get(), chunk.data(), chunk.size());
+// Reads exactly dst.size() bytes at `offset`; DATA_LOSS when the file ends first (it shrank).
+Status pread_exact(const UniqueFd& fd, std::span<std::byte> dst, uint64_t offset, const std::filesystem::path& path) {
+  size_t done = 0;
+  while (done < dst.size()) {
+    const ssize_t n = ::pread(fd.get(), dst.data() + done, dst.size() - done, static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
       return errno_error(errno, "cannot read", path);
     }
-    if (n == 0) break;
-    bytes.insert(bytes.end(), chunk.begin(), chunk.begin() + n);
+    if (n == 0)
+      return make_error(Code::kDataLoss, "cannot read " + path.string() + ": it ended at byte " +
+                                             std::to_string(offset + done) + " while being read");
+    done += static_cast<size_t>(n);
   }
-  return bytes;
+  return ok();
 }
 
 // A name in the target's folder that no other writer (thread or process) picks at the same time.
@@ -432,12 +409,25 @@ std::string npy_descr(DType t) {
   return std::string(1, size == 1 ? '|' : '<') + entry->kind + std::to_string(size);
 }
 
-Expected<HostArray> parse_npy(std::span<const std::byte> bytes, std::string_view source,
-                              std::optional<DType> expected) {
-  const auto byte_at = [&](size_t i) { return static_cast<unsigned char>(bytes[i]); };
+namespace {
 
-  // Magic, then version, then the header length (2 bytes in 1.0, 4 in 2.0 and 3.0).
-  const size_t magic_seen = std::min(bytes.size(), kMagic.size());
+// Where the header ends and what it declares, read from the first bytes of a file of `file_size` bytes.
+struct Layout {
+  DType dtype = DType::kInvalid;
+  std::vector<int64_t> dims;
+  size_t data_offset = 0;  // preamble + header
+  size_t data_bytes = 0;   // what dtype and dims call for: the file must hold exactly this many after the header
+};
+
+// A header longer than this is refused before it is read (numpy itself refuses 10000 by default).
+constexpr size_t kMaxHeaderBytes = size_t{1} << 20;
+
+// The magic, the version and the header length, from the file's first min(12, file_size) bytes.
+// Returns the preamble's size and the header's length.
+Expected<std::pair<size_t, size_t>> parse_preamble(std::span<const std::byte> first, uint64_t file_size,
+                                                   std::string_view source) {
+  const auto byte_at = [&](size_t i) { return static_cast<unsigned char>(first[i]); };
+  const size_t magic_seen = std::min(first.size(), kMagic.size());
   for (size_t i = 0; i < magic_seen; ++i) {
     if (byte_at(i) != static_cast<unsigned char>(kMagic[i])) {
       std::string found;
@@ -451,9 +441,9 @@ Expected<HostArray> parse_npy(std::span<const std::byte> bytes, std::string_view
                        "not a .npy file: bad magic (expected \\x93NUMPY, found " + found + ")");
     }
   }
-  if (bytes.size() < 8)
+  if (file_size < 8 || first.size() < 8)
     return npy_error(source, Code::kInvalidArgument,
-                     "header truncated: the file is " + std::to_string(bytes.size()) +
+                     "header truncated: the file is " + std::to_string(file_size) +
                          " bytes, too short for the magic and version");
   const unsigned major = byte_at(6), minor = byte_at(7);
   size_t hlen_bytes;
@@ -467,47 +457,98 @@ Expected<HostArray> parse_npy(std::span<const std::byte> bytes, std::string_view
                          " (plugboard reads 1.0, 2.0 and 3.0)");
   }
   const size_t preamble = 8 + hlen_bytes;
-  if (bytes.size() < preamble)
+  if (file_size < preamble || first.size() < preamble)
     return npy_error(source, Code::kInvalidArgument,
-                     "header truncated: the file is " + std::to_string(bytes.size()) + " bytes, the preamble needs " +
+                     "header truncated: the file is " + std::to_string(file_size) + " bytes, the preamble needs " +
                          std::to_string(preamble));
   size_t hlen = 0;
   for (size_t i = 0; i < hlen_bytes; ++i) hlen |= static_cast<size_t>(byte_at(8 + i)) << (8 * i);
-  if (hlen > bytes.size() - preamble)
+  if (hlen > file_size - preamble)
     return npy_error(source, Code::kInvalidArgument,
                      "header truncated: the header length says " + std::to_string(hlen) + " bytes, only " +
-                         std::to_string(bytes.size() - preamble) + " follow");
+                         std::to_string(file_size - preamble) + " follow");
+  if (hlen > kMaxHeaderBytes)
+    return npy_error(source, Code::kInvalidArgument,
+                     "the header length says " + std::to_string(hlen) + " bytes, more than the limit of " +
+                         std::to_string(kMaxHeaderBytes));
+  return std::pair{preamble, hlen};
+}
 
-  const std::string_view text(reinterpret_cast<const char*>(bytes.data() + preamble), hlen);
-  PB_ASSIGN_OR_RETURN(Header header, parse_header(text, source));
+// The header's dict, checked against the file's size: the data after it must be exactly what the header
+// declares (DATA_LOSS for less, INVALID_ARGUMENT for trailing bytes).
+Expected<Layout> parse_layout(std::string_view header_text, size_t data_offset, uint64_t file_size,
+                              std::string_view source, std::optional<DType> expected) {
+  PB_ASSIGN_OR_RETURN(Header header, parse_header(header_text, source));
   PB_ASSIGN_OR_RETURN(DType from_descr, descr_dtype(header.descr, source));
-  PB_ASSIGN_OR_RETURN(DType dtype, resolve_dtype(from_descr, header.descr, expected, source));
+  Layout layout;
+  PB_ASSIGN_OR_RETURN(layout.dtype, resolve_dtype(from_descr, header.descr, expected, source));
+  layout.dims = std::move(header.shape);
+  layout.data_offset = data_offset;
+  auto want = byte_size(layout.dtype, layout.dims);
+  if (!want)
+    return npy_error(source, Code::kInvalidArgument,
+                     "malformed shape " + shape_repr(layout.dims) + ": too many elements (" + want.error().message() + ")");
+  layout.data_bytes = *want;
+  const uint64_t have = file_size - data_offset;
+  const std::string sizes = "expects " + std::to_string(*want) + " bytes for " +
+                            shape_string(layout.dtype, layout.dims) + ", file has " + std::to_string(have);
+  if (have < *want) return npy_error(source, Code::kDataLoss, "data truncated: " + sizes);
+  if (have > *want)
+    return npy_error(source, Code::kInvalidArgument,
+                     "trailing bytes after the data: " + sizes + " (" + std::to_string(have - *want) + " extra)");
+  return layout;
+}
 
+}  // namespace
+
+Expected<HostArray> parse_npy(std::span<const std::byte> bytes, std::string_view source,
+                              std::optional<DType> expected) {
+  PB_ASSIGN_OR_RETURN(auto preamble, parse_preamble(bytes.first(std::min<size_t>(bytes.size(), 12)), bytes.size(), source));
+  const auto [offset, hlen] = preamble;
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data() + offset), hlen);
+  PB_ASSIGN_OR_RETURN(Layout layout, parse_layout(text, offset + hlen, bytes.size(), source, expected));
   HostArray array;
-  array.dtype = dtype;
-  array.dims = std::move(header.shape);
-  const std::optional<size_t> count = element_count(array.dims);
-  const size_t itemsize = dtype_size(dtype);
-  if (!count || *count > std::numeric_limits<size_t>::max() / itemsize)
-    return npy_error(source, Code::kInvalidArgument,
-                     "malformed shape " + shape_repr(array.dims) + ": too many elements");
-  const size_t want = *count * itemsize;
-  const size_t have = bytes.size() - preamble - hlen;
-  const std::string sizes = "expects " + std::to_string(want) + " bytes for " + shape_string(dtype, array.dims) +
-                            ", file has " + std::to_string(have);
-  if (have < want) return npy_error(source, Code::kDataLoss, "data truncated: " + sizes);
-  if (have > want)
-    return npy_error(source, Code::kInvalidArgument,
-                     "trailing bytes after the data: " + sizes + " (" + std::to_string(have - want) + " extra)");
-
-  const auto data = bytes.subspan(preamble + hlen);
+  array.dtype = layout.dtype;
+  array.dims = std::move(layout.dims);
+  const auto data = bytes.subspan(layout.data_offset);
   array.data.assign(data.begin(), data.end());
   return array;
 }
 
 Expected<HostArray> read_npy(const std::filesystem::path& path, std::optional<DType> expected) {
-  PB_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, read_file(path));
-  return parse_npy(bytes, path.string(), expected);
+  // A regular file only (a FIFO, /dev/zero or a directory is refused without reading), and never more
+  // than its header declares: the header is read first, the file's size checked against it, and then
+  // exactly the declared data is read.
+  PB_ASSIGN_OR_RETURN(UniqueFd fd, open_regular_file(path));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return errno_error(errno, "cannot stat", path);
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+  const std::string source = path.string();
+
+  std::array<std::byte, 12> first{};
+  const size_t first_size = static_cast<size_t>(std::min<uint64_t>(file_size, first.size()));
+  PB_RETURN_IF_ERROR(pread_exact(fd, std::span(first).first(first_size), 0, path));
+  PB_ASSIGN_OR_RETURN(auto preamble, parse_preamble(std::span(first).first(first_size), file_size, source));
+  const auto [offset, hlen] = preamble;
+  std::string text(hlen, '\0');
+  PB_RETURN_IF_ERROR(pread_exact(fd, std::as_writable_bytes(std::span(text)), offset, path));
+  PB_ASSIGN_OR_RETURN(Layout layout, parse_layout(text, offset + hlen, file_size, source, expected));
+  if (layout.data_bytes > kMaxArrayBytes)
+    return npy_error(source, Code::kResourceExhausted,
+                     shape_string(layout.dtype, layout.dims) + " is " + std::to_string(layout.data_bytes) +
+                         " bytes, more than the limit of " + std::to_string(kMaxArrayBytes));
+
+  HostArray array;
+  array.dtype = layout.dtype;
+  array.dims = std::move(layout.dims);
+  try {
+    array.data.resize(layout.data_bytes);
+  } catch (const std::bad_alloc&) {
+    return npy_error(source, Code::kResourceExhausted,
+                     "no memory for the " + std::to_string(layout.data_bytes) + " bytes of data");
+  }
+  PB_RETURN_IF_ERROR(pread_exact(fd, array.data, layout.data_offset, path));
+  return array;
 }
 
 std::vector<std::byte> encode_npy(const HostArray& array) {
@@ -544,23 +585,25 @@ Status write_npy(const std::filesystem::path& path, const HostArray& array) {
   if (npy_descr(array.dtype).empty())
     return invalid_argument("cannot write " + path.string() + ": dtype " + dtype_name(array.dtype) +
                             " has no .npy descr");
-  if (!element_count(array.dims))
-    return invalid_argument("cannot write " + path.string() + ": invalid shape " + shape_repr(array.dims));
-  if (array.data.size() != array.byte_size())
+  const auto needed = array.checked_byte_size();
+  if (!needed)
+    return invalid_argument("cannot write " + path.string() + ": invalid shape " + shape_repr(array.dims) + " (" +
+                            needed.error().message() + ")");
+  if (array.data.size() != *needed)
     return invalid_argument("cannot write " + path.string() + ": " + shape_string(array.dtype, array.dims) +
-                            " needs " + std::to_string(array.byte_size()) + " bytes, the array holds " +
+                            " needs " + std::to_string(*needed) + " bytes, the array holds " +
                             std::to_string(array.data.size()));
 
   const std::vector<std::byte> bytes = encode_npy(array);
   const std::filesystem::path temp = temp_path_for(path);
   // Errors name the target, which the caller knows, and the temporary file, which it does not.
   const std::string what = "writing " + path.string() + " (through " + temp.filename().string() + "):";
-  Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
-  if (fd.get() < 0) return errno_error(errno, what + " cannot create", temp);
+  UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
+  if (!fd) return errno_error(errno, what + " cannot create", temp);
 
   // From here on, any failure removes the temporary file so nothing partial is left.
   Status written = write_all(fd.get(), bytes, temp, what);
-  if (written && fd.release_and_close() != 0) written = errno_error(errno, what + " cannot write", temp);
+  if (written && fd.close_and_report() != 0) written = errno_error(errno, what + " cannot write", temp);
   if (written && ::rename(temp.c_str(), path.c_str()) != 0) written = errno_error(errno, what + " cannot rename", temp);
   if (!written) ::unlink(temp.c_str());
   return written;

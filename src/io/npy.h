@@ -31,7 +31,11 @@ Expected<HostArray> parse_npy(std::span<const std::byte> bytes, std::string_view
                               std::optional<DType> expected = std::nullopt);
 
 // Reads and parses a file. A file that cannot be opened or read gives NOT_FOUND, PERMISSION_DENIED, ...
-// (from errno) with the path in the message.
+// (from errno) with the path in the message. Only a regular file is read (a FIFO, a device such as
+// /dev/zero or a directory is INVALID_ARGUMENT, without reading or blocking), and never more than its
+// header declares: the header is read first and the file's size checked against it (DATA_LOSS for less
+// data, INVALID_ARGUMENT for trailing bytes) before exactly the declared data is read; data larger than
+// kMaxArrayBytes (base/regular_file.h) is RESOURCE_EXHAUSTED, as is a header over 1 MiB.
 Expected<HostArray> read_npy(const std::filesystem::path& path, std::optional<DType> expected = std::nullopt);
 
 // The file numpy.save would write for this array: version 1.0 (2.0 only for a header past 65535 bytes),

@@ -1,16 +1,14 @@
 #include "plugin/plugin.h"
 
 #include <dlfcn.h>
-#include <sys/stat.h>
 
-#include <cerrno>
 #include <chrono>
-#include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
 
 #include "abi/api.h"
+#include "plugin/native_library.h"
+#include "plugin/plugin_output.h"
 
 namespace plugboard {
 namespace {
@@ -37,18 +35,28 @@ std::string extension_name(int type) {
   return "type " + std::to_string(type);
 }
 
-// Copies a PJRT NamedValue into an owned value. Unknown value types are kept as a string saying so.
-NamedValue copy_named_value(const PJRT_NamedValue& v) {
+// Copies a PJRT NamedValue into an owned value, checking every pointer against its size first.
+// Unknown value types are kept as a string saying so.
+Expected<NamedValue> copy_named_value(const abi::Api& api, const PJRT_NamedValue& v, size_t index) {
+  constexpr std::string_view kFn = "PJRT_Plugin_Attributes";
+  const std::string at = "attribute " + std::to_string(index);
   NamedValue out;
-  out.name.assign(abi::view(v.name, v.name_size));
+  PB_ASSIGN_OR_RETURN(std::string_view name, plugin_output::string(api, kFn, at + " name", v.name, v.name_size));
+  out.name.assign(name);
   switch (abi::enum_value(v.type)) {
-    case PJRT_NamedValue_kString: out.value = std::string(abi::view(v.string_value, v.value_size)); break;
-    case PJRT_NamedValue_kInt64: out.value = v.int64_value; break;
-    case PJRT_NamedValue_kInt64List:
-      out.value = v.int64_array_value
-                      ? std::vector<int64_t>(v.int64_array_value, v.int64_array_value + v.value_size)
-                      : std::vector<int64_t>();
+    case PJRT_NamedValue_kString: {
+      PB_ASSIGN_OR_RETURN(std::string_view value,
+                          plugin_output::string(api, kFn, at + " (" + out.name + ") string value", v.string_value, v.value_size));
+      out.value = std::string(value);
       break;
+    }
+    case PJRT_NamedValue_kInt64: out.value = v.int64_value; break;
+    case PJRT_NamedValue_kInt64List: {
+      PB_ASSIGN_OR_RETURN(std::span<const int64_t> list,
+                          plugin_output::list(api, kFn, at + " (" + out.name + ") int64 list", v.int64_array_value, v.value_size));
+      out.value = std::vector<int64_t>(list.begin(), list.end());
+      break;
+    }
     case PJRT_NamedValue_kFloat: out.value = v.float_value; break;
     case PJRT_NamedValue_kBool: out.value = v.bool_value; break;
     default: out.value = "<unknown NamedValue type " + std::to_string(abi::enum_value(v.type)) + ">";
@@ -64,14 +72,6 @@ std::optional<SemVer> semver_attribute(const Plugin& p, std::string_view name) {
                   list->size() > 2 ? static_cast<int>((*list)[2]) : 0};
   if (const auto* s = std::get_if<std::string>(&a->value)) return parse_semver(*s);
   return std::nullopt;
-}
-
-Status check_elf(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  char magic[4] = {};
-  if (!in.read(magic, 4) || std::memcmp(magic, "\x7f" "ELF", 4) != 0)
-    return invalid_argument(path.string() + " is not an ELF shared library (no ELF magic at its start)");
-  return ok();
 }
 
 Status check_version(const abi::Api& api, PjrtVersion v) {
@@ -139,14 +139,23 @@ std::string named_value_to_string(const NamedValueData& v) {
 
 namespace {
 
-struct Table {
+// One file's load: the first caller dlopens and initializes it holding only this entry's mutex, so a
+// plugin whose PJRT_Plugin_Initialize hangs blocks the loads of that file and of no other.
+struct Entry {
   std::mutex mu;
+  bool final = false;  // dlopen mapped the file: the outcome below is this process's answer for it
+  Expected<std::shared_ptr<const Plugin>> plugin = make_error(Code::kInternal, "not loaded yet");
+  LoadStep failed_step = LoadStep::kLoad;
+};
+
+struct Table {
+  std::mutex mu;  // guards the two containers only; never held across dlopen or a plugin call
   // Keyed by (device, inode): the same file reached through two paths is one plugin.
-  struct Outcome {
-    Expected<std::shared_ptr<const Plugin>> plugin;
-    LoadStep failed_step;
-  };
-  std::map<std::pair<dev_t, ino_t>, Outcome> by_file;
+  std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<Entry>> by_file;
+  // By dlopen handle: dlopen matches an already-loaded path by name, so a file replaced at the same
+  // path (another inode) gets the library already mapped; it is that library's plugin, never a second
+  // initialization of it.
+  std::map<void*, std::shared_ptr<Entry>> by_handle;
   std::vector<std::shared_ptr<const Plugin>> in_order;
 };
 
@@ -155,60 +164,57 @@ Table& table() {
   return *t;
 }
 
-}  // namespace
-
-namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
+
 }  // namespace
 
 LoadTrace load_plugin_traced(const std::filesystem::path& requested) {
   LoadTrace trace;
-  const std::string shown = requested.string();
-  struct stat st {};
-  if (::stat(requested.c_str(), &st) != 0) {
-    int err = errno;
-    Code code = err == ENOENT || err == ENOTDIR ? Code::kNotFound
-                : err == EACCES                 ? Code::kPermissionDenied
-                                                : Code::kInvalidArgument;
-    trace.plugin = make_error(code, "plugin file " + shown + ": " + std::strerror(err));
+  auto t0 = Clock::now();
+  // Before dlopen: a regular file, a well-formed ELF shared library for this machine lying wholly
+  // inside the file, and (when verified in this process) the very file that was hashed.
+  auto inspected = inspect_library(requested, "plugin");
+  if (!inspected) {
+    trace.plugin = std::unexpected(std::move(inspected).error());
+    trace.failed_step = LoadStep::kLoad;
+    trace.load_ms = ms_since(t0);
     return trace;
   }
-  if (!S_ISREG(st.st_mode)) {
-    trace.plugin = invalid_argument("plugin path " + shown + " is not a regular file");
-    return trace;
-  }
+  const InspectedLibrary& lib = *inspected;
 
   Table& t = table();
-  std::lock_guard lock(t.mu);
-  const auto key = std::make_pair(st.st_dev, st.st_ino);
-  if (auto it = t.by_file.find(key); it != t.by_file.end()) {
-    trace.plugin = it->second.plugin;
-    trace.failed_step = it->second.failed_step;
+  std::shared_ptr<Entry> entry;
+  {
+    std::lock_guard lock(t.mu);
+    auto& slot = t.by_file[std::make_pair(lib.identity.device, lib.identity.inode)];
+    if (!slot) slot = std::make_shared<Entry>();
+    entry = slot;
+  }
+  std::lock_guard once(entry->mu);
+  if (entry->final) {
+    trace.plugin = entry->plugin;
+    trace.failed_step = entry->failed_step;
     trace.remembered = true;
     return trace;
   }
 
-  auto t0 = Clock::now();
   std::shared_ptr<Plugin> plugin;
   bool mapped = false;  // dlopen succeeded: from then on the outcome is final for this process
+  std::shared_ptr<Entry> same_library;  // set when dlopen returned a library another entry loaded
   auto open = [&]() -> Status {
-    std::error_code ec;
-    std::filesystem::path canonical = std::filesystem::canonical(requested, ec);
-    if (ec) canonical = std::filesystem::absolute(requested);
-    const std::string label = canonical.string();
-    PB_RETURN_IF_ERROR(check_elf(canonical));
-
+    const std::string label = lib.canonical.string();
     // Never dlclose: plugins keep threads and static state that outlive any handle we could track.
-    void* handle = ::dlopen(canonical.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-      const char* why = ::dlerror();
-      return make_error(Code::kFailedPrecondition,
-                        "cannot load " + label + ": " + (why ? why : "dlopen failed"));
-    }
+    PB_ASSIGN_OR_RETURN(void* handle, open_inspected_library(lib, "plugin"));
     mapped = true;
+    {
+      std::lock_guard lock(t.mu);
+      auto [it, inserted] = t.by_handle.emplace(handle, entry);
+      if (!inserted && it->second != entry) same_library = it->second;
+    }
+    if (same_library) return ok();
     using GetPjrtApiFn = const PJRT_Api* (*)();
     auto get_api = reinterpret_cast<GetPjrtApiFn>(::dlsym(handle, "GetPjrtApi"));
     if (!get_api)
@@ -223,7 +229,7 @@ LoadTrace load_plugin_traced(const std::filesystem::path& requested) {
                             " is too small to hold its version (needs " + std::to_string(kVersionEnd) + ")");
 
     plugin.reset(new Plugin());
-    plugin->path_ = canonical;
+    plugin->path_ = lib.canonical;
     plugin->api_ = std::make_unique<abi::Api>(raw, label);
     plugin->version_ = {raw->pjrt_api_version.major_version, raw->pjrt_api_version.minor_version};
     return check_version(*plugin->api_, plugin->version_);
@@ -236,22 +242,46 @@ LoadTrace load_plugin_traced(const std::filesystem::path& requested) {
       PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Plugin_Initialize, init), "initializing " + label));
     }
     if (PB_PJRT_HAS(api, PJRT_Plugin_Attributes)) {
+      const std::string doing = "reading the attributes of " + label;
       auto attrs = PB_PJRT_ARGS(PJRT_Plugin_Attributes_Args);
-      PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Plugin_Attributes, attrs),
-                                  "reading the attributes of " + label));
-      for (size_t i = 0; i < attrs.num_attributes; ++i)
-        plugin->attributes_.push_back(copy_named_value(attrs.attributes[i]));
+      PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Plugin_Attributes, attrs), doing));
+      PB_ASSIGN_OR_RETURN(std::span<const PJRT_NamedValue> list,
+                          annotate(plugin_output::list(api, "PJRT_Plugin_Attributes", "attributes", attrs.attributes,
+                                                       attrs.num_attributes),
+                                   doing));
+      for (size_t i = 0; i < list.size(); ++i) {
+        PB_ASSIGN_OR_RETURN(NamedValue v, annotate(copy_named_value(api, list[i], i), doing));
+        plugin->attributes_.push_back(std::move(v));
+      }
     }
     // The extension chain; bounded, so a corrupt (cyclic) chain cannot hang the loader.
     const PJRT_Extension_Base* ext = api.raw()->extension_start;
     for (int n = 0; ext && n < 64; ++n, ext = ext->next) {
+      if (ext->struct_size < sizeof(PJRT_Extension_Base))
+        return std::unexpected(plugin_output::bad_output(
+            api, "GetPjrtApi", "extension " + std::to_string(n) + " with struct_size " + std::to_string(ext->struct_size) +
+                                   " (smaller than PJRT_Extension_Base)"));
       const int type = abi::enum_value(ext->type);
       plugin->extensions_.push_back({type, ext->struct_size, extension_name(type)});
     }
     return ok();
   };
 
-  if (Status opened = open(); !opened) {
+  Status opened = open();
+  if (opened && same_library) {
+    // The library is another entry's: its outcome, once that entry's first load is done. (That
+    // entry's loader never waits for this one: it registered the handle first.)
+    std::lock_guard other(same_library->mu);
+    entry->final = true;
+    entry->plugin = same_library->plugin;
+    entry->failed_step = same_library->failed_step;
+    trace.plugin = entry->plugin;
+    trace.failed_step = entry->failed_step;
+    trace.remembered = true;
+    trace.load_ms = ms_since(t0);
+    return trace;
+  }
+  if (!opened) {
     trace.plugin = std::unexpected(std::move(opened).error());
     trace.failed_step = LoadStep::kLoad;
     trace.load_ms = ms_since(t0);
@@ -267,10 +297,17 @@ LoadTrace load_plugin_traced(const std::filesystem::path& requested) {
       trace.plugin = std::shared_ptr<const Plugin>(std::move(plugin));
     }
   }
-  if (trace.plugin) t.in_order.push_back(*trace.plugin);
+  if (trace.plugin) {
+    std::lock_guard lock(t.mu);
+    t.in_order.push_back(*trace.plugin);
+  }
   // A file dlopen could not map (a missing dependency, not an ELF) left nothing behind: it may be tried
   // again once the cause is fixed (e.g. its companion libraries were installed).
-  if (mapped) t.by_file.emplace(key, Table::Outcome{trace.plugin, trace.failed_step});
+  if (mapped) {
+    entry->final = true;
+    entry->plugin = trace.plugin;
+    entry->failed_step = trace.failed_step;
+  }
   return trace;
 }
 

@@ -92,13 +92,19 @@ class Plugin {
   mutable std::atomic<bool> needs_execute_context_{false};
 };
 
-// Loads (or returns the already-loaded) plugin at `path`: dlopen with RTLD_NOW | RTLD_LOCAL,
-// GetPjrtApi, version check, PJRT_Plugin_Initialize, attributes, extensions. The outcome, success or
-// failure, is remembered per file once dlopen mapped it: the same file is never initialized twice (a
-// file dlopen refused, e.g. for a missing dependency, is tried again on the next call). Thread-safe.
-// Errors name the path: NOT_FOUND (no such file), INVALID_ARGUMENT (not an ELF shared library),
-// FAILED_PRECONDITION (dlopen failed, with dlerror; no GetPjrtApi; null API; unsupported version),
-// or the plugin's own error from PJRT_Plugin_Initialize.
+// Loads (or returns the already-loaded) plugin at `path`: the checks of plugin/native_library.h (a
+// regular file; an ELF shared library for this machine whose segments and sections lie inside it; the
+// file verified in this process, when it was), dlopen with RTLD_NOW | RTLD_LOCAL, GetPjrtApi, version
+// check, PJRT_Plugin_Initialize, attributes, extensions, every pointer and count the plugin hands back
+// checked. The outcome, success or failure, is remembered per file once dlopen mapped it: the same file
+// is never initialized twice (a file dlopen refused, e.g. for a missing dependency, is tried again on
+// the next call). Thread-safe: the first caller for a file loads it holding a lock of that file only,
+// so a plugin whose initialization hangs does not hold up the loading of any other.
+// Errors name the path: NOT_FOUND (no such file), INVALID_ARGUMENT (not a regular file, not an ELF
+// shared library, or one truncated or corrupt), DATA_LOSS (the file changed between verification and
+// load), FAILED_PRECONDITION (dlopen failed, with dlerror; no GetPjrtApi; null API; unsupported
+// version), INTERNAL (the plugin handed back a null list with a count, ...), or the plugin's own error
+// from PJRT_Plugin_Initialize.
 Expected<std::shared_ptr<const Plugin>> load_plugin(const std::filesystem::path& path);
 
 // The same load, traced for the selection report: which step failed, and how long each step took.

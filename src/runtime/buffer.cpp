@@ -34,11 +34,11 @@ void Buffer::reset() {
   handle_ = nullptr;
 }
 
-size_t Buffer::element_count() const {
-  size_t n = 1;
-  for (int64_t d : dims_.span()) n *= static_cast<size_t>(d);
-  return n;
-}
+// A buffer's dims were checked when it was made (Client::check_array for transfers, the output check in
+// Executable::execute_async), so the checked products cannot fail here; 0 if they ever did.
+size_t Buffer::element_count() const { return plugboard::element_count(dims_.span()).value_or(0); }
+
+size_t Buffer::byte_size() const { return plugboard::byte_size(dtype_, dims_.span()).value_or(0); }
 
 std::string Buffer::shape_string() const { return plugboard::shape_string(dtype_, dims_.to_vector()); }
 
@@ -54,7 +54,7 @@ Expected<Event> Buffer::ready_event() const {
   auto args = PB_PJRT_ARGS(PJRT_Buffer_ReadyEvent_Args);
   args.buffer = handle_;
   PB_RETURN_IF_ERROR(PB_PJRT_CALL(api, PJRT_Buffer_ReadyEvent, args));
-  return Event(&api, args.event);
+  return Event(client_, args.event);
 }
 
 Expected<Event> Buffer::to_host_async(std::span<std::byte> dst) const {
@@ -68,7 +68,7 @@ Expected<Event> Buffer::to_host_async(std::span<std::byte> dst) const {
   args.dst = dst.data();
   args.dst_size = dst.size();
   PB_RETURN_IF_ERROR(PB_PJRT_CALL(api, PJRT_Buffer_ToHostBuffer, args));
-  return Event(&api, args.event);
+  return Event(client_, args.event);
 }
 
 Status Buffer::to_host(std::span<std::byte> dst) const {

@@ -32,7 +32,7 @@ class Buffer {
   DType dtype() const { return dtype_; }
   std::span<const int64_t> dims() const { return dims_.span(); }
   size_t element_count() const;
-  size_t byte_size() const { return element_count() * dtype_size(dtype_); }
+  size_t byte_size() const;
   // Index of its device in client().devices().
   int device_index() const { return device_index_; }
   const std::shared_ptr<const Client>& client() const { return client_; }

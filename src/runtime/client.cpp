@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "abi/api.h"
+#include "plugin/plugin_output.h"
 #include "runtime/executable_internal.h"
 
 namespace plugboard {
@@ -47,6 +48,7 @@ Expected<DeviceInfo> describe(const abi::Api& api, PJRT_Device* device) {
   auto get = PB_PJRT_ARGS(PJRT_Device_GetDescription_Args);
   get.device = device;
   PB_RETURN_IF_ERROR(PB_PJRT_CALL(api, PJRT_Device_GetDescription, get));
+  PB_RETURN_IF_ERROR(plugin_output::non_null(api, "PJRT_Device_GetDescription", "device_description", get.device_description));
   auto id = PB_PJRT_ARGS(PJRT_DeviceDescription_Id_Args);
   id.device_description = get.device_description;
   PB_RETURN_IF_ERROR(PB_PJRT_CALL(api, PJRT_DeviceDescription_Id, id));
@@ -99,8 +101,16 @@ Expected<std::shared_ptr<Client>> Client::create(std::shared_ptr<const Plugin> p
   auto devices = PB_PJRT_ARGS(PJRT_Client_AddressableDevices_Args);
   devices.client = client->client_;
   PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Client_AddressableDevices, devices), doing));
-  for (size_t i = 0; i < devices.num_addressable_devices; ++i) {
-    PJRT_Device* d = devices.addressable_devices[i];
+  // The list and every device in it are the plugin's word: checked before they are read or passed on.
+  PB_ASSIGN_OR_RETURN(std::span<PJRT_Device* const> listed,
+                      annotate(plugin_output::list(api, "PJRT_Client_AddressableDevices", "addressable_devices",
+                                                   static_cast<PJRT_Device* const*>(devices.addressable_devices),
+                                                   devices.num_addressable_devices),
+                               doing));
+  for (size_t i = 0; i < listed.size(); ++i) {
+    PB_ASSIGN_OR_RETURN(PJRT_Device * d, annotate(plugin_output::non_null(api, "PJRT_Client_AddressableDevices",
+                                                                         "device " + std::to_string(i), listed[i]),
+                                                  doing));
     PB_ASSIGN_OR_RETURN(DeviceInfo info, annotate(describe(api, d), doing + ": describing device " + std::to_string(i)));
     client->devices_.push_back(std::move(info));
     client->device_handles_.push_back(d);
@@ -120,11 +130,11 @@ std::string Client::label() const { return plugin_->path().filename().string() +
 Status Client::check_array(size_t bytes, DType dtype, std::span<const int64_t> dims, int device_index) const {
   if (dtype_size(dtype) == 0) return invalid_argument("unsupported dtype " + dtype_name(dtype));
   auto shown = [&] { return shape_string(dtype, std::vector<int64_t>(dims.begin(), dims.end())); };
-  auto count = element_count(dims);
-  if (!count) return invalid_argument("invalid dimensions " + shown() + ": negative or too large");
-  if (*count * dtype_size(dtype) != bytes)
-    return invalid_argument(shown() + " needs " + std::to_string(*count * dtype_size(dtype)) + " bytes, " +
-                            std::to_string(bytes) + " given");
+  auto needed = byte_size(dtype, dims);
+  if (!needed) return std::unexpected(std::move(needed).error().annotate("invalid dimensions " + shown()));
+  if (*needed != bytes)
+    return invalid_argument(shown() + " needs " + std::to_string(*needed) + " bytes, " + std::to_string(bytes) +
+                            " given");
   if (device_index < 0 || static_cast<size_t>(device_index) >= device_handles_.size())
     return invalid_argument("device index " + std::to_string(device_index) + " out of range: " + label() + " has " +
                             std::to_string(device_handles_.size()) + " device(s)");
@@ -144,7 +154,7 @@ Expected<Buffer> Client::transfer(std::span<const std::byte> data, DType dtype, 
   args.host_buffer_semantics = static_cast<PJRT_HostBufferSemantics>(semantics);
   args.device = device_handles_[static_cast<size_t>(device_index)];
   PB_RETURN_IF_ERROR(PB_PJRT_CALL(api, PJRT_Client_BufferFromHostBuffer, args));
-  done = Event(&api, args.done_with_host_buffer);
+  done = Event(shared_from_this(), args.done_with_host_buffer);
   return Buffer(shared_from_this(), args.buffer, dtype, Dims(dims), device_index);
 }
 

@@ -50,7 +50,8 @@ class Client : public std::enable_shared_from_this<Client> {
   // "xla_cpu_pjrt.so (cpu)" for messages.
   std::string label() const;
 
-  // Copies `data` (row-major, exactly element_count(dims) * dtype_size(dtype) bytes) to a device.
+  // Copies `data` (row-major, exactly byte_size(dtype, dims) bytes: the checked product, so a shape whose
+  // size overflows is OUT_OF_RANGE and a negative dimension INVALID_ARGUMENT) to a device.
   // The copy is complete when this returns: `data` may be reused at once.
   Expected<Buffer> buffer_from_host(std::span<const std::byte> data, DType dtype, std::span<const int64_t> dims,
                                     int device_index = 0) const;

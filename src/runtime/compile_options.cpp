@@ -1,6 +1,11 @@
 #include "runtime/compile_options.h"
 
-#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "base/parse_number.h"
+#include "runtime/xla_option_types.h"
 
 #include "runtime/proto/xla_subset.pb.h"
 
@@ -18,29 +23,69 @@ CompileOptions CompileOptions::plugin_defaults() {
   return o;
 }
 
+namespace {
+
+// The value of option `name` typed by its declared type. Errors name the option, echo the text exactly
+// as given and say which type was expected.
+Expected<XlaOptionValue> typed_value(const std::string& name, std::string_view text, XlaOptionType type) {
+  const std::string what = "XLA option " + name;
+  const auto not_a = [&](std::string_view kind) {
+    return invalid_argument(what + ": '" + std::string(text) + "' is not " + std::string(kind) + " (xla.DebugOptions." +
+                            name + " is " + std::string(xla_option_type_name(type)) + ")");
+  };
+  switch (type) {
+    case XlaOptionType::kBool:
+      if (text == "true" || text == "false") return XlaOptionValue(text == "true");
+      return not_a("true or false");
+    case XlaOptionType::kInt32:
+    case XlaOptionType::kInt64: {
+      const bool narrow = type == XlaOptionType::kInt32;
+      auto v = parse_int64(text, what, narrow ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min(),
+                           narrow ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max());
+      if (!v) return std::unexpected(std::move(v).error().annotate("xla.DebugOptions." + name + " is " +
+                                                                    std::string(xla_option_type_name(type))));
+      return XlaOptionValue(*v);
+    }
+    case XlaOptionType::kFloat:
+    case XlaOptionType::kDouble: {
+      auto v = parse_double(text, what);
+      if (!v) return std::unexpected(std::move(v).error().annotate("xla.DebugOptions." + name + " is " +
+                                                                    std::string(xla_option_type_name(type))));
+      if (type == XlaOptionType::kFloat && std::fabs(*v) > std::numeric_limits<float>::max())
+        return make_error(Code::kOutOfRange, what + ": " + std::string(text) + " is out of the range of a float");
+      return XlaOptionValue(*v);
+    }
+    case XlaOptionType::kString:
+    case XlaOptionType::kEnum:  // XLA takes an enum's value by name
+      return XlaOptionValue(std::string(text));
+  }
+  return XlaOptionValue(std::string(text));
+}
+
+// For a name the table does not know: true/false, an integer that fits int64, a decimal number with a
+// point or an exponent; anything else, an out-of-range integer included, stays the text it is (never
+// refused, never rewritten: the plugin decides, and its message shows the text as given).
+XlaOptionValue inferred_value(std::string_view text) {
+  if (text == "true" || text == "false") return text == "true";
+  if (auto i = parse_int64(text, "")) return *i;
+  if (text.find_first_of(".eE") != std::string_view::npos && text.find_first_not_of("0123456789+-.eE") == std::string_view::npos)
+    if (auto d = parse_double(text, "")) return *d;
+  return std::string(text);
+}
+
+}  // namespace
+
 Status CompileOptions::set_from_text(std::string_view assignment) {
   size_t eq = assignment.find('=');
   if (eq == std::string_view::npos || eq == 0)
     return invalid_argument("XLA option '" + std::string(assignment) + "' is not of the form name=value");
   std::string name(assignment.substr(0, eq));
   std::string_view text = assignment.substr(eq + 1);
-  if (text == "true" || text == "false") {
-    xla_options[name] = text == "true";
-    return ok();
+  if (const auto type = xla_option_type(name)) {
+    PB_ASSIGN_OR_RETURN(xla_options[name], typed_value(name, text, *type));
+  } else {
+    xla_options[name] = inferred_value(text);
   }
-  int64_t i;
-  if (auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), i);
-      ec == std::errc() && p == text.data() + text.size()) {
-    xla_options[name] = i;
-    return ok();
-  }
-  double d;
-  if (auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), d);
-      ec == std::errc() && p == text.data() + text.size()) {
-    xla_options[name] = d;
-    return ok();
-  }
-  xla_options[name] = std::string(text);
   return ok();
 }
 

@@ -29,7 +29,12 @@ struct CompileOptions {
   // With no XLA options at all: the plugin's own defaults (the 6-byte minimum proto).
   static CompileOptions plugin_defaults();
 
-  // Sets an option from text, as the CLI's --xla-option takes it: "name=true|false|<int>|<float>|<text>".
+  // Sets an option from text, as the CLI's --xla-option takes it: "name=value". The value is typed by
+  // the field's declared type in xla.DebugOptions (xla_option_types.h): xla_dump_to=123 is the string
+  // "123", xla_backend_optimization_level=abc is an INVALID_ARGUMENT naming the option, an int32 out of
+  // range is OUT_OF_RANGE, a bool is exactly true or false, an enum is given by name. A name the table
+  // does not know is inferred: true/false, an int64, a decimal number with '.' or an exponent, else
+  // the text as it is (never refused; the plugin says whether it knows the option).
   Status set_from_text(std::string_view assignment);
 
   // The serialized xla.CompileOptionsProto.

@@ -3,12 +3,21 @@
 #include <memory>
 
 #include "abi/api.h"
+#include "runtime/client.h"
 
 namespace plugboard {
 
+Event::Event(std::shared_ptr<const Client> client, PJRT_Event* event) : event_(event) {
+  if (event_) {
+    api_ = &client->plugin().api();
+    client_ = std::move(client);
+  }
+}
+
 Event& Event::operator=(Event&& other) noexcept {
   if (this != &other) {
-    this->~Event();
+    reset();
+    client_ = std::move(other.client_);
     api_ = other.api_;
     event_ = other.event_;
     other.event_ = nullptr;
@@ -16,12 +25,16 @@ Event& Event::operator=(Event&& other) noexcept {
   return *this;
 }
 
-Event::~Event() {
-  if (!event_) return;
-  auto args = PB_PJRT_ARGS(PJRT_Event_Destroy_Args);
-  args.event = event_;
-  (void)PB_PJRT_CALL(*api_, PJRT_Event_Destroy, args);
-  event_ = nullptr;
+Event::~Event() { reset(); }
+
+void Event::reset() {
+  if (event_) {
+    auto args = PB_PJRT_ARGS(PJRT_Event_Destroy_Args);
+    args.event = event_;
+    (void)PB_PJRT_CALL(*api_, PJRT_Event_Destroy, args);
+    event_ = nullptr;
+  }
+  client_.reset();  // the last reference to the client may go only once its event is gone
 }
 
 Status Event::await() const {

@@ -82,6 +82,50 @@ Expected<std::shared_ptr<Executable>> compile(std::shared_ptr<const Client> clie
 
 }  // namespace internal
 
+namespace {
+
+// The dims of one output as the plugin's buffer has them, not as the signature declares them: a
+// bounded dynamic dimension (`tensor<?xf32, #stablehlo.bounds<8>>`) is declared with its bound, and the
+// size an execution gave it is known from the buffer only (PJRT_Buffer_UnpaddedDimensions, which waits
+// for the output to be computed). A shape from the plugin that is negative, overflows or has another
+// rank than declared is an error naming the output.
+Expected<Dims> output_dims(const abi::Api& api, PJRT_Buffer* buffer, const ArrayType& declared, size_t index) {
+  if (!PB_PJRT_HAS(api, PJRT_Buffer_Dimensions)) return declared.dims;
+  const auto which = [&] { return "output " + std::to_string(index); };
+  bool dynamic = false;
+  if (PB_PJRT_HAS(api, PJRT_Buffer_DynamicDimensionIndices)) {
+    auto indices = PB_PJRT_ARGS(PJRT_Buffer_DynamicDimensionIndices_Args);
+    indices.buffer = buffer;
+    // A plugin that cannot tell has no dynamic dimensions to report: its dimensions are the sizes.
+    dynamic = PB_PJRT_CALL(api, PJRT_Buffer_DynamicDimensionIndices, indices) && indices.num_dynamic_dims > 0;
+  }
+  const int64_t* dims = nullptr;
+  size_t rank = 0;
+  if (dynamic && PB_PJRT_HAS(api, PJRT_Buffer_UnpaddedDimensions)) {
+    auto unpadded = PB_PJRT_ARGS(PJRT_Buffer_UnpaddedDimensions_Args);
+    unpadded.buffer = buffer;
+    PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Buffer_UnpaddedDimensions, unpadded), which()));
+    dims = unpadded.unpadded_dims;
+    rank = unpadded.num_dims;
+  } else {
+    auto padded = PB_PJRT_ARGS(PJRT_Buffer_Dimensions_Args);
+    padded.buffer = buffer;
+    PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Buffer_Dimensions, padded), which()));
+    dims = padded.dims;
+    rank = padded.num_dims;
+  }
+  if (rank != declared.dims.size() || (rank > 0 && !dims))
+    return make_error(Code::kInternal, "the plugin's " + which() + " has rank " + std::to_string(rank) +
+                                           (rank > 0 && !dims ? " but no dimensions" : "") + ", declared " +
+                                           declared.to_string());
+  Dims out(std::span<const int64_t>(dims, rank));
+  if (auto size = byte_size(declared.dtype, out.span()); !size)
+    return std::unexpected(std::move(size).error().annotate("the plugin's " + which() + " has an invalid shape"));
+  return out;
+}
+
+}  // namespace
+
 Executable::~Executable() {
   if (!loaded_) return;
   auto args = PB_PJRT_ARGS(PJRT_LoadedExecutable_Destroy_Args);
@@ -175,18 +219,23 @@ Expected<Execution> Executable::execute_async(std::span<Buffer* const> args, con
     return std::unexpected(std::move(st).error().annotate("executing " + name_));
 
   Execution result;
-  result.done = Event(&api, complete[0]);
+  result.done = Event(client_, complete[0]);
   if (empty_context.raw()) {
     // Released once the execution is done with it (at once, if it already is).
     auto keep = std::make_shared<ExecuteContext>(std::move(empty_context));
     if (!result.done.on_ready([keep](Status) mutable { keep.reset(); })) (void)result.done.await();
   }
-  result.outputs.reserve(n_out);
-  for (size_t i = 0; i < n_out; ++i)
-    result.outputs.push_back(
-        Buffer(client_, out_list[i], signature_.results[i].dtype, signature_.results[i].dims, 0));
   // Donated arguments were consumed by the plugin: their handles only need destroying.
   for (int d : options.donate) args[static_cast<size_t>(d)]->reset();
+  // Every output gets an owner first, so that none leaks when a later one's shape is refused.
+  result.outputs.reserve(n_out);
+  for (size_t i = 0; i < n_out; ++i)
+    result.outputs.push_back(Buffer(client_, out_list[i], signature_.results[i].dtype, Dims(), 0));
+  for (size_t i = 0; i < n_out; ++i) {
+    auto dims = output_dims(api, out_list[i], signature_.results[i], i);
+    if (!dims) return std::unexpected(std::move(dims).error().annotate("executing " + name_));
+    result.outputs[i].dims_ = std::move(*dims);
+  }
   return result;
 }
 

@@ -37,6 +37,8 @@ struct Signature {
   // what the plugin itself checks is checked.
   bool parameters_known = false;
   std::vector<ArrayType> parameters;
+  // As compiled: a bounded dynamic dimension (tensor<?xf32, #stablehlo.bounds<8>>) shows its bound. The
+  // outputs of an execution carry the dims their buffers have (see execute_async).
   std::vector<ArrayType> results;
 };
 
@@ -71,7 +73,9 @@ class Executable {
   // execute one executable at once. Arguments must be valid buffers of this client whose dtype and
   // dims match the signature; a mismatch is an INVALID_ARGUMENT naming the argument.
   Expected<std::vector<Buffer>> execute(std::span<Buffer* const> args, const ExecuteOptions& options = {}) const;
-  // The same, returning as soon as the plugin has enqueued the work.
+  // The same, returning as soon as the plugin has enqueued the work. Each output's dims are its
+  // buffer's (PJRT_Buffer_Dimensions): for an output with a dynamic dimension, the size this execution
+  // gave it (PJRT_Buffer_UnpaddedDimensions), which waits until that output is computed.
   Expected<Execution> execute_async(std::span<Buffer* const> args, const ExecuteOptions& options = {}) const;
 
   PJRT_LoadedExecutable* raw() const { return loaded_; }

@@ -1,30 +1,53 @@
 #include "runtime/program.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
+#include "base/nesting.h"
+#include "base/regular_file.h"
 
 namespace plugboard {
 namespace {
 
 constexpr std::string_view kBytecodeMagic = "ML\xEFR";
+constexpr std::string_view kStableHloPrefix = "StableHLO_v";
+
+// A producer string as messages show it: at most 64 characters, anything unprintable as \xNN.
+std::string shown(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < 64; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xF];
+    }
+  }
+  if (text.size() > 64) out += "...";
+  return out;
+}
 
 // After the magic: the bytecode version (a varint), then the NUL-terminated producer string, which
-// StableHLO portable artifacts set to "StableHLO_vX.Y.Z".
-std::optional<SemVer> producer_version(std::string_view bytes) {
+// StableHLO portable artifacts set to "StableHLO_vX.Y.Z". Nullopt when the producer is not StableHLO's
+// (plain MLIR bytecode: the plugin decides); an error when it claims to be StableHLO's but its version
+// does not parse, since a version plugboard cannot compare must not skip the check.
+Expected<std::optional<SemVer>> producer_version(std::string_view bytes, const std::string& name) {
   size_t pos = kBytecodeMagic.size();
   // MLIR's varint: the count of trailing zero bits of the first byte tells the total length.
-  if (pos >= bytes.size()) return std::nullopt;
+  if (pos >= bytes.size()) return std::optional<SemVer>();
   unsigned char first = static_cast<unsigned char>(bytes[pos]);
   size_t len = first == 0 ? 9 : static_cast<size_t>(__builtin_ctz(first)) + 1;
   pos += len;
+  if (pos >= bytes.size()) return std::optional<SemVer>();
   size_t end = bytes.find('\0', pos);
-  if (end == std::string_view::npos) return std::nullopt;
+  if (end == std::string_view::npos) return std::optional<SemVer>();
   std::string_view producer = bytes.substr(pos, end - pos);
-  constexpr std::string_view kPrefix = "StableHLO_v";
-  if (!producer.starts_with(kPrefix)) return std::nullopt;
-  return parse_semver(producer.substr(kPrefix.size()));
+  if (!producer.starts_with(kStableHloPrefix)) return std::optional<SemVer>();
+  std::optional<SemVer> version = parse_semver(producer.substr(kStableHloPrefix.size()));
+  if (!version)
+    return invalid_argument("program " + name + " is a StableHLO portable artifact whose version '" +
+                            shown(producer) + "' does not parse (expected StableHLO_vMAJOR.MINOR.PATCH)");
+  return version;
 }
 
 }  // namespace
@@ -36,30 +59,24 @@ std::string format_name(ProgramFormat f) {
 Expected<Program> Program::from_bytes(std::string bytes, std::string name) {
   if (bytes.empty()) return invalid_argument("program " + name + " is empty");
   Program p;
-  p.name_ = std::move(name);
   if (std::string_view(bytes).starts_with(kBytecodeMagic)) {
     p.format_ = ProgramFormat::kMlirBytecode;
-    p.stablehlo_version_ = producer_version(bytes);
+    PB_ASSIGN_OR_RETURN(p.stablehlo_version_, producer_version(bytes, name));
   } else {
+    // The plugins' MLIR parsers recurse once per bracket: a program nested thousands deep overflows
+    // the stack of the thread that compiles it. Refused here, before any plugin sees it.
     p.format_ = ProgramFormat::kMlirText;
+    PB_RETURN_IF_ERROR(check_nesting(bytes, Syntax::kMlir, "program " + name));
   }
+  p.name_ = std::move(name);
   p.bytes_ = std::move(bytes);
   return p;
 }
 
 Expected<Program> Program::from_file(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    return make_error(Code::kNotFound, "program file " + path.string() + " does not exist or is not a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    return make_error(err == EACCES ? Code::kPermissionDenied : Code::kUnavailable,
-                      "cannot open program file " + path.string() + ": " + std::strerror(err));
-  }
-  std::ostringstream content;
-  content << in.rdbuf();
-  return from_bytes(std::move(content).str(), path.string());
+  // Only a regular file, and at most kMaxProgramBytes of it: /dev/zero or a FIFO is refused at once.
+  PB_ASSIGN_OR_RETURN(std::string content, annotate(read_regular_file(path, kMaxProgramBytes), "reading the program"));
+  return from_bytes(std::move(content), path.string());
 }
 
 }  // namespace plugboard

@@ -18,12 +18,15 @@ class Program {
  public:
   // `name` is what error messages call it (a file name, "<inline>").
   static Expected<Program> from_bytes(std::string bytes, std::string name = "<inline>");
+  // Reads a regular file of at most kMaxProgramBytes (a FIFO, a device or a directory is refused
+  // without reading a byte).
   static Expected<Program> from_file(const std::filesystem::path& path);
 
   const std::string& bytes() const { return bytes_; }
   const std::string& name() const { return name_; }
   ProgramFormat format() const { return format_; }
-  // For bytecode with a "StableHLO_vX.Y.Z" producer: that version.
+  // For bytecode with a "StableHLO_vX.Y.Z" producer: that version (a StableHLO producer whose version
+  // does not parse is refused by from_bytes). MLIR text is refused when nested deeper than kMaxNesting.
   const std::optional<SemVer>& stablehlo_version() const { return stablehlo_version_; }
 
  private:

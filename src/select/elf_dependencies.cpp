@@ -1,8 +1,9 @@
 #include "select/elf_dependencies.h"
 
+#include "base/elf_file.h"
+
 #include <elf.h>
 
-#include <cstring>
 #include <deque>
 #include <fstream>
 #include <glob.h>
@@ -24,28 +25,8 @@ std::vector<std::string> split_paths(std::string_view s) {
   return out;
 }
 
-class ElfFile {
- public:
-  explicit ElfFile(const std::filesystem::path& path) : path_(path), in_(path, std::ios::binary) {
-    in_.seekg(0, std::ios::end);
-    size_ = in_ ? static_cast<uint64_t>(in_.tellg()) : 0;
-  }
-  bool open() const { return static_cast<bool>(in_); }
-  uint64_t size() const { return size_; }
-
-  // Reads `n` bytes at `offset`; false when they lie outside the file.
-  bool read(uint64_t offset, void* out, uint64_t n) {
-    if (offset > size_ || n > size_ - offset) return false;
-    in_.clear();
-    in_.seekg(static_cast<std::streamoff>(offset));
-    return static_cast<bool>(in_.read(static_cast<char*>(out), static_cast<std::streamsize>(n)));
-  }
-
- private:
-  std::filesystem::path path_;
-  std::ifstream in_;
-  uint64_t size_ = 0;
-};
+// The dynamic string table is small (kilobytes); a larger DT_STRSZ is a corrupt file.
+constexpr uint64_t kMaxDynamicStrings = uint64_t{64} << 20;
 
 std::unexpected<Error> malformed(const std::filesystem::path& path, const std::string& what) {
   return invalid_argument(path.string() + ": " + what);
@@ -54,25 +35,9 @@ std::unexpected<Error> malformed(const std::filesystem::path& path, const std::s
 }  // namespace
 
 Expected<ElfDynamicInfo> read_elf_dynamic_info(const std::filesystem::path& path) {
-  ElfFile f(path);
-  if (!f.open()) return make_error(Code::kNotFound, "cannot open " + path.string());
-  Elf64_Ehdr eh;
-  if (!f.read(0, &eh, sizeof(eh)) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
-    return malformed(path, "not an ELF file");
-  if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB)
-    return malformed(path, "not a 64-bit little-endian ELF file");
-  if (eh.e_phentsize != sizeof(Elf64_Phdr)) return malformed(path, "unexpected program header size");
-
-  std::vector<Elf64_Phdr> phdrs(eh.e_phnum);
-  if (!f.read(eh.e_phoff, phdrs.data(), sizeof(Elf64_Phdr) * phdrs.size()))
-    return malformed(path, "program headers lie outside the file");
-
-  // Virtual address -> file offset, through the PT_LOAD segments.
-  auto file_offset = [&](uint64_t vaddr) -> std::optional<uint64_t> {
-    for (const auto& p : phdrs)
-      if (p.p_type == PT_LOAD && vaddr >= p.p_vaddr && vaddr - p.p_vaddr < p.p_filesz) return p.p_offset + (vaddr - p.p_vaddr);
-    return std::nullopt;
-  };
+  PB_ASSIGN_OR_RETURN(ElfFile f, ElfFile::open(path));
+  PB_ASSIGN_OR_RETURN(std::vector<Elf64_Phdr> phdrs, f.program_headers());
+  auto file_offset = [&](uint64_t vaddr) { return ElfFile::file_offset(phdrs, vaddr); };
 
   ElfDynamicInfo info;
   const Elf64_Phdr* dynamic = nullptr;
@@ -80,9 +45,8 @@ Expected<ElfDynamicInfo> read_elf_dynamic_info(const std::filesystem::path& path
     if (p.p_type == PT_DYNAMIC) dynamic = &p;
   if (!dynamic) return info;  // statically linked: needs nothing
 
-  std::vector<Elf64_Dyn> dyn(dynamic->p_filesz / sizeof(Elf64_Dyn));
-  if (!f.read(dynamic->p_offset, dyn.data(), dyn.size() * sizeof(Elf64_Dyn)))
-    return malformed(path, "dynamic section lies outside the file");
+  PB_ASSIGN_OR_RETURN(std::vector<Elf64_Dyn> dyn,
+                      f.read_array<Elf64_Dyn>(dynamic->p_offset, dynamic->p_filesz / sizeof(Elf64_Dyn), "the dynamic section"));
   uint64_t strtab = 0, strsz = 0;
   for (const auto& d : dyn) {
     if (d.d_tag == DT_NULL) break;
@@ -90,12 +54,13 @@ Expected<ElfDynamicInfo> read_elf_dynamic_info(const std::filesystem::path& path
     if (d.d_tag == DT_STRSZ) strsz = d.d_un.d_val;
   }
   auto strtab_offset = file_offset(strtab);
-  if (!strtab_offset || strsz == 0 || strsz > (64u << 20)) return malformed(path, "no readable dynamic string table");
-  std::string strings(strsz, '\0');
-  if (!f.read(*strtab_offset, strings.data(), strsz)) return malformed(path, "dynamic string table lies outside the file");
+  if (!strtab_offset || strsz == 0) return malformed(path, "no readable dynamic string table");
+  PB_ASSIGN_OR_RETURN(std::string strings, f.read_bytes(*strtab_offset, strsz, kMaxDynamicStrings, "the dynamic string table"));
   auto str = [&](uint64_t off) -> std::optional<std::string> {
     if (off >= strings.size()) return std::nullopt;
-    return std::string(strings.c_str() + off);
+    const size_t end = strings.find('\0', static_cast<size_t>(off));
+    if (end == std::string::npos) return std::nullopt;  // not terminated inside the table
+    return strings.substr(static_cast<size_t>(off), end - static_cast<size_t>(off));
   };
   for (const auto& d : dyn) {
     if (d.d_tag == DT_NULL) break;
@@ -153,13 +118,8 @@ void read_ld_so_conf(const std::filesystem::path& conf, std::vector<std::string>
 }
 
 bool is_elf_file(const std::filesystem::path& p) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(p, ec)) return false;
-  std::ifstream in(p, std::ios::binary);
-  // The loader skips files of another ELF class (a 32-bit library of the same name).
-  unsigned char ident[EI_CLASS + 1];
-  return in.read(reinterpret_cast<char*>(ident), sizeof(ident)) && std::memcmp(ident, ELFMAG, SELFMAG) == 0 &&
-         ident[EI_CLASS] == ELFCLASS64;
+  // The loader skips files of another ELF class (a 32-bit library of the same name); ElfFile refuses them.
+  return ElfFile::open(p).has_value();
 }
 
 }  // namespace

@@ -8,9 +8,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 
+#include "base/environment.h"
+#include "base/unique_fd.h"
 #include "select/isolate_protocol.h"
 
 extern char** environ;
@@ -18,34 +19,13 @@ extern char** environ;
 namespace plugboard::select {
 namespace {
 using Clock = std::chrono::steady_clock;
+constexpr size_t kMaxLine = 1 << 20;
 
-// Owns a file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    reset();
-    fd_ = std::exchange(o.fd_, -1);
-    return *this;
-  }
-  ~Fd() { reset(); }
-  int get() const { return fd_; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
-Status make_pipe(Fd& read_end, Fd& write_end) {
+Status make_pipe(UniqueFd& read_end, UniqueFd& write_end) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return make_error(Code::kResourceExhausted, std::string("pipe: ") + std::strerror(errno));
-  read_end = Fd(fds[0]);
-  write_end = Fd(fds[1]);
+  read_end = UniqueFd(fds[0]);
+  write_end = UniqueFd(fds[1]);
   return ok();
 }
 
@@ -75,7 +55,7 @@ std::filesystem::path self_dir() {
 
 Expected<std::filesystem::path> find_isolation_helper() {
   std::vector<std::filesystem::path> tried;
-  if (const char* env = std::getenv("PLUGBOARD_ISOLATE_HELPER"); env && *env) tried.emplace_back(env);
+  if (auto env = environment_override("PLUGBOARD_ISOLATE_HELPER")) tried.emplace_back(*env);
   tried.push_back(self_dir() / "plugboard-isolate");
 #ifdef PLUGBOARD_ISOLATE_HELPER_BUILT
   tried.emplace_back(PLUGBOARD_ISOLATE_HELPER_BUILT);
@@ -101,7 +81,7 @@ StartOutcome start_isolated(const Candidate& candidate, const IsolationOptions& 
       options.helper.empty() ? find_isolation_helper() : Expected<std::filesystem::path>(options.helper);
   if (!helper) return fail(Stage::kLoaded, 0, Error(helper.error()).annotate("isolating the start-up of " + candidate.path.string()));
 
-  Fd out_r, out_w, err_r, err_w;
+  UniqueFd out_r, out_w, err_r, err_w;
   const std::string doing = "isolating the start-up of " + candidate.path.string();
   if (auto s = make_pipe(out_r, out_w); !s) return fail(Stage::kLoaded, 0, s.error().annotate(doing));
   if (auto s = make_pipe(err_r, err_w); !s) return fail(Stage::kLoaded, 0, s.error().annotate(doing));
@@ -165,6 +145,8 @@ StartOutcome start_isolated(const Candidate& candidate, const IsolationOptions& 
       if (i == 0) {
         out_buf.append(buf, static_cast<size_t>(got));
         take_lines();
+        // A line longer than any stage report is not ours (a plugin writing on stdout): dropped.
+        if (out_buf.size() > kMaxLine) out_buf.clear();
       } else {
         err_buf.append(buf, static_cast<size_t>(got));
         if (err_buf.size() > 64 * 1024) err_buf.erase(0, err_buf.size() - 16 * 1024);

@@ -74,7 +74,8 @@ ProbeEnvironment ProbeEnvironment::from_process() {
     const char* v = std::getenv(name.c_str());
     return v ? std::optional<std::string>(v) : std::nullopt;
   };
-  if (const char* lp = std::getenv("LD_LIBRARY_PATH")) env.resolve.ld_library_path = lp;
+  // As the loader does in secure mode: a setuid/setgid process does not search LD_LIBRARY_PATH.
+  if (const char* lp = ::secure_getenv("LD_LIBRARY_PATH")) env.resolve.ld_library_path = lp;
   return env;
 }
 

@@ -5,6 +5,8 @@
 #include <array>
 #include <cstdio>
 
+#include "base/terminal_text.h"
+
 namespace plugboard::select {
 namespace {
 constexpr std::array<const char*, kStageCount> kStageNames = {
@@ -15,6 +17,10 @@ std::string format_ms(double ms) {
   std::snprintf(buf, sizeof buf, ms < 10 ? "%.2f" : "%.0f", ms);
   return buf;
 }
+
+// Names, platforms, paths, details and reasons come from manifests, the environment, plugins and the
+// isolation child: every control character is spelled out before it reaches a terminal or a log.
+std::string safe(std::string_view text) { return terminal_safe(text); }
 }  // namespace
 
 std::string stage_name(Stage stage) { return kStageNames[static_cast<size_t>(stage)]; }
@@ -53,21 +59,21 @@ std::string BootReport::reasons() const {
   std::string out;
   for (const auto& c : candidates) {
     if (c.verdict == Verdict::kFailed && c.error && c.failed_stage)
-      out += c.candidate.name + ": " + stage_name(*c.failed_stage) + ": " + c.error->to_string() + "\n";
+      out += safe(c.candidate.name) + ": " + stage_name(*c.failed_stage) + ": " + safe(c.error->to_string()) + "\n";
   }
   return out;
 }
 
 std::string BootReport::to_text() const {
-  std::string out = "policy: " + policy + "\n";
+  std::string out = "policy: " + safe(policy) + "\n";
   for (size_t i = 0; i < candidates.size(); ++i) {
     const CandidateReport& c = candidates[i];
     std::optional<Stage> reached = c.reached();
-    std::string row = "  " + c.candidate.name + " [" + c.candidate.platform + "]  " + verdict_name(c.verdict);
+    std::string row = "  " + safe(c.candidate.name) + " [" + safe(c.candidate.platform) + "]  " + verdict_name(c.verdict);
     if (c.verdict == Verdict::kFailed && c.failed_stage) row += " at " + stage_name(*c.failed_stage);
     else if (reached) row += ", reached " + stage_name(*reached);
     row += "  (" + format_ms(c.total_ms()) + " ms" + (c.isolated ? ", isolated" : "") + ")\n";
-    row += "      " + c.candidate.path.string() + "  from " + c.candidate.source + "\n";
+    row += "      " + safe(c.candidate.path.string()) + "  from " + safe(c.candidate.source) + "\n";
     if (!c.stages.empty()) {
       row += "      ";
       for (size_t k = 0; k < c.stages.size(); ++k) {
@@ -77,13 +83,13 @@ std::string BootReport::to_text() const {
       row += "\n";
     }
     for (const auto& s : c.stages)
-      if (s.passed && !s.detail.empty()) row += "      " + stage_name(s.stage) + ": " + s.detail + "\n";
-    if (c.error) row += "      reason: " + c.error->to_string() + "\n";
-    if (c.verdict == Verdict::kExcluded) row += "      reason: " + c.excluded_because + "\n";
+      if (s.passed && !s.detail.empty()) row += "      " + stage_name(s.stage) + ": " + safe(s.detail) + "\n";
+    if (c.error) row += "      reason: " + safe(c.error->to_string()) + "\n";
+    if (c.verdict == Verdict::kExcluded) row += "      reason: " + safe(c.excluded_because) + "\n";
     out += row;
   }
   if (const CandidateReport* c = chosen_report())
-    out += "chosen: " + c->candidate.name + " (" + c->candidate.path.string() + ")\n";
+    out += "chosen: " + safe(c->candidate.name) + " (" + safe(c->candidate.path.string()) + ")\n";
   else
     out += "chosen: none\n";
   return out;
@@ -117,7 +123,9 @@ std::string BootReport::to_json() const {
       row["stages"].push_back({{"stage", stage_name(s.stage)}, {"passed", s.passed}, {"ms", s.ms}, {"detail", s.detail}});
     j["candidates"].push_back(std::move(row));
   }
-  return j.dump(2);
+  // JSON escapes control characters itself; bytes that are not UTF-8 (a plugin's message, a path) are
+  // replaced rather than thrown over.
+  return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 }  // namespace plugboard::select

@@ -1,9 +1,10 @@
 #include "select/select.h"
 
 #include <chrono>
-#include <cstdlib>
 #include <sstream>
 
+#include "base/environment.h"
+#include "base/parse_number.h"
 #include "select/policy.h"
 
 namespace plugboard::select {
@@ -11,15 +12,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-std::optional<std::string> env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::optional<std::string>(v) : std::nullopt;
-}
-
-bool env_flag(const char* name, bool fallback) {
-  auto v = env(name);
+// A boolean variable: unset keeps `fallback`; anything but the usual spellings is an error.
+Expected<bool> env_flag(const char* name, bool fallback) {
+  auto v = environment_override(name);
   if (!v) return fallback;
-  return !(*v == "0" || *v == "false" || *v == "no" || *v == "off" || v->empty());
+  for (const char* yes : {"1", "true", "yes", "on"})
+    if (*v == yes) return true;
+  for (const char* no : {"0", "false", "no", "off"})
+    if (*v == no) return false;
+  return invalid_argument(std::string(name) + ": '" + *v + "' is not a flag (use 1/true/yes/on or 0/false/no/off)");
 }
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -46,9 +47,18 @@ bool check_before_loading(CandidateReport& r, const SelectOptions& options) {
   auto t0 = Clock::now();
   if (c.problem) return fail(Stage::kFound, ms_since(t0), *c.problem);
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(c.path, ec))
+  const std::filesystem::file_status st = std::filesystem::status(c.path, ec);
+  if (st.type() == std::filesystem::file_type::not_found)
     return fail(Stage::kFound, ms_since(t0),
                 Error(Code::kNotFound, "plugin file " + c.path.string() + " does not exist (from " + c.source + ")"));
+  if (ec)
+    return fail(Stage::kFound, ms_since(t0),
+                Error(Code::kPermissionDenied, "plugin file " + c.path.string() + " (from " + c.source +
+                                                   ") cannot be looked at: " + ec.message()));
+  if (st.type() != std::filesystem::file_type::regular)
+    return fail(Stage::kFound, ms_since(t0),
+                Error(Code::kInvalidArgument, "plugin file " + c.path.string() + " (from " + c.source +
+                                                  ") is not a regular file"));
   r.stages.push_back({Stage::kFound, true, ms_since(t0), ""});
 
   t0 = Clock::now();
@@ -57,14 +67,16 @@ bool check_before_loading(CandidateReport& r, const SelectOptions& options) {
   r.stages.push_back({Stage::kVerified, true, ms_since(t0), verified->detail});
 
   t0 = Clock::now();
-  if (!options.probes) {
+  const ProbeKind kind = effective_probe(c);
+  if (!options.probes && !probe_is_mandatory(c)) {
     r.stages.push_back({Stage::kProbed, true, 0, "probes off"});
   } else {
-    ProbeResult p = probe(c.probe, options.probe_env);
+    const std::string kept = options.probes ? "" : " (kept with probes off: a TPU target is never loaded without its probe)";
+    ProbeResult p = probe(kind, options.probe_env);
     if (!p.available)
       return fail(Stage::kProbed, ms_since(t0),
-                  Error(Code::kUnavailable, probe_kind_name(c.probe) + " probe: " + p.reason));
-    r.stages.push_back({Stage::kProbed, true, ms_since(t0), p.reason});
+                  Error(Code::kUnavailable, probe_kind_name(kind) + " probe" + kept + ": " + p.reason));
+    r.stages.push_back({Stage::kProbed, true, ms_since(t0), p.reason + kept});
   }
 
   t0 = Clock::now();
@@ -95,22 +107,38 @@ void absorb(CandidateReport& r, StartOutcome&& s) {
 
 }  // namespace
 
-SelectOptions options_from_environment(SelectOptions base) {
+Expected<SelectOptions> read_environment(SelectOptions base) {
   if (!base.target && base.preference.empty()) {
-    if (auto t = env("PLUGBOARD_TARGET"); t && !t->empty()) {
+    if (auto t = environment_override("PLUGBOARD_TARGET")) {
       base.target = *t;
       base.policy_source = "PLUGBOARD_TARGET";
-    } else if (auto list = env("PLUGBOARD_TARGETS"); list && !list->empty()) {
+    } else if (auto list = environment_override("PLUGBOARD_TARGETS")) {
       base.preference = split_list(*list);
       base.policy_source = "PLUGBOARD_TARGETS";
     }
   }
-  base.probes = env_flag("PLUGBOARD_PROBES", base.probes);
-  base.isolate = env_flag("PLUGBOARD_ISOLATE", base.isolate);
-  if (auto ms = env("PLUGBOARD_ISOLATE_TIMEOUT_MS"); ms && std::atoi(ms->c_str()) > 0)
-    base.isolation.timeout = std::chrono::milliseconds(std::atoi(ms->c_str()));
-  base.verify.rehash = env_flag("PLUGBOARD_REHASH", base.verify.rehash);
+  PB_ASSIGN_OR_RETURN(base.probes, env_flag("PLUGBOARD_PROBES", base.probes));
+  PB_ASSIGN_OR_RETURN(base.isolate, env_flag("PLUGBOARD_ISOLATE", base.isolate));
+  if (auto ms = environment_override("PLUGBOARD_ISOLATE_TIMEOUT_MS")) {
+    PB_ASSIGN_OR_RETURN(int64_t v, parse_int64(*ms, "PLUGBOARD_ISOLATE_TIMEOUT_MS (milliseconds)", 1, kMaxIsolateTimeoutMs));
+    base.isolation.timeout = std::chrono::milliseconds(v);
+  }
+  PB_ASSIGN_OR_RETURN(base.verify.rehash, env_flag("PLUGBOARD_REHASH", base.verify.rehash));
   return base;
+}
+
+SelectOptions options_from_environment(SelectOptions base) {
+  auto read = read_environment(base);
+  if (read) return std::move(*read);
+  base.problem = std::move(read).error();
+  return base;
+}
+
+bool probe_is_mandatory(const Candidate& c) { return effective_probe(c) == ProbeKind::kTpu; }
+
+ProbeKind effective_probe(const Candidate& c) {
+  if (c.probe == ProbeKind::kNone && c.platform == "tpu") return ProbeKind::kTpu;
+  return c.probe;
 }
 
 Status Selection::status() const {
@@ -132,6 +160,7 @@ Selection select_target(const std::vector<Candidate>& candidates, const SelectOp
   Selection sel;
   Ordering order = order_candidates(candidates, options.target, options.preference, options.policy_source);
   sel.report.policy = order.policy;
+  if (options.problem) order.problem = options.problem;  // a malformed setting: no candidate is tried
   for (size_t i : order.to_try) sel.report.candidates.push_back({candidates[i]});
   for (auto& [i, why] : order.excluded) {
     CandidateReport r{candidates[i]};

@@ -31,12 +31,26 @@ struct SelectOptions {
   bool isolate = false;                 // run the load/create stages in a child first
   IsolationOptions isolation;
   bool examine_all = false;             // doctor: run every candidate through every stage, start none here
+  // A malformed setting (an environment variable that does not parse): the boot fails with it, naming
+  // the variable, before any candidate is looked at.
+  std::optional<Error> problem;
 };
 
-// PLUGBOARD_TARGET, PLUGBOARD_TARGETS, PLUGBOARD_PROBES=0, PLUGBOARD_ISOLATE=1,
-// PLUGBOARD_ISOLATE_TIMEOUT_MS, PLUGBOARD_REHASH=1 read
-// into options (what the caller set explicitly wins: pass it in `base`).
+// PLUGBOARD_TARGET, PLUGBOARD_TARGETS, PLUGBOARD_PROBES=0|1, PLUGBOARD_ISOLATE=0|1,
+// PLUGBOARD_ISOLATE_TIMEOUT_MS=N, PLUGBOARD_REHASH=0|1 read into options (what the caller set
+// explicitly wins: pass it in `base`). Each is read with secure_getenv (ignored in setuid/setgid
+// processes) and parsed strictly: a flag is 1/true/yes/on or 0/false/no/off, the time limit a whole
+// number of milliseconds in [1, kMaxIsolateTimeoutMs]. Anything else is an error naming the variable.
+inline constexpr int64_t kMaxIsolateTimeoutMs = 86'400'000;  // a day
+Expected<SelectOptions> read_environment(SelectOptions base = {});
+// The same, for callers that hand the options on: an error is kept in `problem`, and fails the boot.
 SelectOptions options_from_environment(SelectOptions base = {});
+
+// Whether a candidate must pass its device probe even with probes off: a TPU target is never loaded
+// without one (libtpu's start-up reaches for cloud metadata and can hang on a machine without a TPU).
+bool probe_is_mandatory(const Candidate& candidate);
+// The probe a candidate gets: its own, or the TPU probe for a TPU platform that names none.
+ProbeKind effective_probe(const Candidate& candidate);
 
 struct Selection {
   BootReport report;

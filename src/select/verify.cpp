@@ -10,29 +10,21 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "base/environment.h"
+#include "base/regular_file.h"
 #include "base/sha256.h"
+#include "plugin/native_library.h"
 
 namespace plugboard::select {
 namespace {
 
-struct FileIdentity {
-  uint64_t size = 0, inode = 0, device = 0;
-  int64_t mtime_ns = 0;
-  std::string line(const std::filesystem::path& path, const std::string& sha) const {
-    std::ostringstream s;
-    s << "plugboard-stamp 1 " << size << ' ' << mtime_ns << ' ' << inode << ' ' << device << ' ' << sha << ' '
-      << path.string() << '\n';
-    return s.str();
-  }
-};
-
-Expected<FileIdentity> identity(const std::filesystem::path& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0)
-    return make_error(Code::kNotFound, "plugin file " + path.string() + " cannot be read: " + std::strerror(errno));
-  return FileIdentity{static_cast<uint64_t>(st.st_size), static_cast<uint64_t>(st.st_ino),
-                      static_cast<uint64_t>(st.st_dev),
-                      static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+// The stamp's line: every part of the identity, ctime included (a file rewritten in place with its
+// mtime restored still gets a new ctime), the sha256 and the path.
+std::string stamp_line(const FileIdentity& id, const std::filesystem::path& path, const std::string& sha) {
+  std::ostringstream s;
+  s << "plugboard-stamp 2 " << id.size << ' ' << id.mtime_ns << ' ' << id.ctime_ns << ' ' << id.inode << ' '
+    << id.device << ' ' << sha << ' ' << path.string() << '\n';
+  return s.str();
 }
 
 // One stamp file per plugin path, named by the hash of the path.
@@ -41,11 +33,10 @@ std::filesystem::path stamp_path(const std::filesystem::path& dir, const std::fi
   return dir / (sha256_hex(std::as_bytes(std::span(key.data(), key.size()))).substr(0, 32) + ".stamp");
 }
 
-std::string read_all(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+// A stamp is small; anything unreadable, not a regular file or too large counts as no stamp.
+std::string read_stamp(const std::filesystem::path& p) {
+  auto text = read_regular_file(p, 64 << 10, OpenOptions{.no_follow = true});
+  return text ? *text : std::string();
 }
 
 void write_stamp(const std::filesystem::path& dir, const std::filesystem::path& file, const std::string& text) {
@@ -68,34 +59,51 @@ void write_stamp(const std::filesystem::path& dir, const std::filesystem::path& 
 }  // namespace
 
 std::filesystem::path default_stamp_dir() {
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  std::filesystem::path base = xdg && *xdg ? std::filesystem::path(xdg)
-                               : home      ? std::filesystem::path(home) / ".cache"
-                                           : std::filesystem::temp_directory_path();
+  const auto xdg = environment_override("XDG_CACHE_HOME");
+  const auto home = environment_override("HOME");
+  std::filesystem::path base = xdg    ? std::filesystem::path(*xdg)
+                               : home ? std::filesystem::path(*home) / ".cache"
+                                      : std::filesystem::temp_directory_path();
   return base / "plugboard" / "stamps";
 }
 
 namespace {
 
-// One file against its expected size and sha256; `hashed` tells whether it was read in full.
+// One file against its expected size and sha256; the value tells whether it was read in full.
+// The file is opened once (O_NOFOLLOW), its identity taken from that descriptor, and the bytes hashed
+// are that descriptor's: a path swapped meanwhile cannot slip other bytes in. The identity hashed is
+// recorded for the loader (plugin/native_library.h), which refuses the file if it is not that one.
 Expected<bool> verify_file(const std::filesystem::path& path, std::optional<uint64_t> size, const std::string& sha256,
                            const std::string& source, const VerifyOptions& options) {
-  PB_ASSIGN_OR_RETURN(FileIdentity id, identity(path));
+  PB_ASSIGN_OR_RETURN(UniqueFd fd, open_regular_file(path, OpenOptions{.no_follow = true}));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0)
+    return make_error(Code::kUnknown, "cannot stat " + path.string() + ": " + std::strerror(errno));
+  const FileIdentity id = file_identity(st);
   if (size && *size != id.size)
     return make_error(Code::kDataLoss, path.string() + " is " + std::to_string(id.size) + " bytes, but " + source + " says " +
                                            std::to_string(*size) + " (size): the file was changed or truncated");
-  const std::string expected_line = id.line(path, sha256);
-  if (!options.rehash && !options.stamp_dir.empty() && read_all(stamp_path(options.stamp_dir, path)) == expected_line)
+  const std::string expected_line = stamp_line(id, path, sha256);
+  if (!options.rehash && !options.stamp_dir.empty() && read_stamp(stamp_path(options.stamp_dir, path)) == expected_line) {
+    record_verified_file(path, id);
     return false;
-  PB_ASSIGN_OR_RETURN(std::string actual, sha256_file(path));
+  }
+  // /proc/self/fd/N opens the file the descriptor holds, whatever the path now names.
+  PB_ASSIGN_OR_RETURN(std::string actual,
+                      annotate(sha256_file("/proc/self/fd/" + std::to_string(fd.get())), "hashing " + path.string()));
   if (actual != sha256)
     return make_error(Code::kDataLoss, path.string() + " has sha256 " + actual + ", but " + source + " says " + sha256 +
                                            " (sha256): the file was changed; refusing to load it");
-  // Re-read the identity: a file replaced while it was hashed must not get a stamp for the old bytes.
-  PB_ASSIGN_OR_RETURN(FileIdentity after, identity(path));
-  if (!options.stamp_dir.empty() && after.line(path, actual) == expected_line)
-    write_stamp(options.stamp_dir, path, expected_line);
+  // The file must not have changed while it was hashed (written in place), and the path must still
+  // name it (not replaced): otherwise the bytes hashed are not the bytes that would be loaded.
+  struct stat after {};
+  if (::fstat(fd.get(), &after) != 0 || file_identity(after) != id)
+    return make_error(Code::kDataLoss, path.string() + " changed while it was being hashed; refusing to load it");
+  auto now = file_identity(path);
+  if (!now || *now != id)
+    return make_error(Code::kDataLoss, path.string() + " was replaced while it was being hashed; refusing to load it");
+  if (!options.stamp_dir.empty()) write_stamp(options.stamp_dir, path, expected_line);
+  record_verified_file(path, id);
   return true;
 }
 
@@ -103,11 +111,11 @@ Expected<bool> verify_file(const std::filesystem::path& path, std::optional<uint
 
 Expected<Verified> verify_candidate(const Candidate& candidate, const VerifyOptions& options) {
   if (!candidate.sha256) {
-    PB_RETURN_IF_ERROR(identity(candidate.path));
+    PB_RETURN_IF_ERROR(file_identity(candidate.path));
     return Verified{false, "no checksum to verify (from " + candidate.source + ")"};
   }
   PB_ASSIGN_OR_RETURN(bool hashed, verify_file(candidate.path, candidate.size, *candidate.sha256, candidate.source, options));
-  uint64_t bytes = hashed ? std::filesystem::file_size(candidate.path) : 0;
+  uint64_t bytes = hashed && candidate.size ? *candidate.size : 0;
   for (const ExpectedFile& f : candidate.companions) {
     PB_ASSIGN_OR_RETURN(bool h, annotate(verify_file(f.path, f.size, f.sha256, candidate.source, options),
                                          "verifying a companion library of " + candidate.name));
@@ -116,7 +124,7 @@ Expected<Verified> verify_candidate(const Candidate& candidate, const VerifyOpti
   }
   std::string detail = "sha256 matches";
   if (!candidate.companions.empty()) detail += " (and " + std::to_string(candidate.companions.size()) + " companion files)";
-  detail += hashed ? " (hashed " + std::to_string(bytes >> 20) + " MiB)" : " (stamp: same size, mtime and inode as when hashed)";
+  detail += hashed ? " (hashed " + std::to_string(bytes >> 20) + " MiB)" : " (stamp: same size, mtime, ctime and inode as when hashed)";
   return Verified{hashed, detail};
 }
 

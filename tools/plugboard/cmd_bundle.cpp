@@ -1,14 +1,19 @@
 // `plugboard bundle --target NAME=PKG==VER --target NAME=PATH ... --out DIR`: fetch the plugins (as
 // `plugboard fetch` does) and write a bundle: the files, stored once each, and plugboard.json.
 // Per-target settings: --probe NAME=KIND, --priority NAME=N, --create-option NAME:KEY=VALUE.
+// The command line is read whole first (a bad value is a usage error, exit 2, before anything is
+// fetched), then the bundle is assembled in one checked, locked step: on any error nothing is written.
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
-#include <map>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "base/parse_number.h"
 #include "bundle/assemble.h"
 #include "bundle/discovery.h"
 #include "callback/device_bridge.h"
@@ -32,13 +37,15 @@ Expected<std::pair<std::string, std::string>> split_once(const std::string& s, c
   return std::make_pair(s.substr(0, at), s.substr(at + 1));
 }
 
-// "4" → int64, "true"/"false" → bool, else string.
-NamedValueData option_value(const std::string& v) {
-  if (v == "true" || v == "false") return v == "true";
-  char* end = nullptr;
-  long long i = std::strtoll(v.c_str(), &end, 10);
-  if (!v.empty() && end && *end == 0) return static_cast<int64_t>(i);
-  return v;
+// "true"/"false" → bool, an integer (optional '-', digits) → int64 parsed strictly (out of range is
+// an error naming the flag, never a clamp), anything else → string.
+Expected<NamedValueData> option_value(const std::string& v, const std::string& flag) {
+  if (v == "true" || v == "false") return NamedValueData(v == "true");
+  const std::string_view digits = std::string_view(v).substr(!v.empty() && v[0] == '-' ? 1 : 0);
+  const bool integer = !digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos;
+  if (!integer) return NamedValueData(v);
+  PB_ASSIGN_OR_RETURN(int64_t i, parse_int64(v, flag));
+  return NamedValueData(i);
 }
 
 fetch::FetchOptions fetch_options(const Options& o) {
@@ -52,23 +59,84 @@ fetch::FetchOptions fetch_options(const Options& o) {
   return fo;
 }
 
-Expected<bundle::Manifest> run(const Options& o) {
-  std::vector<bundle::TargetSource> sources;
-  std::vector<std::pair<size_t, fetch::PackageSpec>> to_fetch;
+// The command line, read whole before anything is fetched or written: every error here is a usage error.
+struct Request {
+  struct Target {
+    std::string name;
+    std::optional<fetch::PackageSpec> spec;  // fetched; else `file` is a local plugin
+    std::filesystem::path file;
+    std::optional<select::ProbeKind> probe;
+    std::optional<int> priority;
+    std::vector<NamedValue> create_options;
+  };
+  std::vector<Target> targets;
+  std::vector<std::pair<std::string, fetch::PackageSpec>> companions;  // target, wheel
+};
+
+Expected<Request> parse_request(const Options& o) {
+  Request r;
   for (const auto& t : o.targets) {
     PB_ASSIGN_OR_RETURN(auto kv, split_once(t, '=', "--target"));
-    bundle::TargetSource s;
-    s.name = kv.first;
+    for (const auto& other : r.targets)
+      if (other.name == kv.first) return invalid_argument("--target " + t + ": target " + kv.first + " is given twice");
+    Request::Target target;
+    target.name = kv.first;
     if (kv.second.find("==") != std::string::npos) {
-      PB_ASSIGN_OR_RETURN(fetch::PackageSpec spec, annotate(fetch::parse_package_spec(kv.second), "--target " + t));
-      to_fetch.push_back({sources.size(), spec});
+      PB_ASSIGN_OR_RETURN(target.spec, annotate(fetch::parse_package_spec(kv.second), "--target " + t));
     } else {
-      s.file = kv.second;
+      target.file = kv.second;
     }
+    r.targets.push_back(std::move(target));
+  }
+  auto find = [&](const std::string& name, const std::string& flag) -> Expected<Request::Target*> {
+    for (auto& t : r.targets)
+      if (t.name == name) return &t;
+    return invalid_argument(flag + ": no --target named " + name);
+  };
+  for (const auto& p : o.probes) {
+    PB_ASSIGN_OR_RETURN(auto kv, split_once(p, '=', "--probe"));
+    PB_ASSIGN_OR_RETURN(Request::Target * t, find(kv.first, "--probe " + p));
+    PB_ASSIGN_OR_RETURN(t->probe, annotate(select::parse_probe_kind(kv.second), "--probe " + p));
+  }
+  for (const auto& p : o.priorities) {
+    PB_ASSIGN_OR_RETURN(auto kv, split_once(p, '=', "--priority"));
+    PB_ASSIGN_OR_RETURN(Request::Target * t, find(kv.first, "--priority " + p));
+    PB_ASSIGN_OR_RETURN(int64_t n, parse_int64(kv.second, "--priority " + kv.first, std::numeric_limits<int32_t>::min(),
+                                               std::numeric_limits<int32_t>::max()));
+    t->priority = static_cast<int>(n);
+  }
+  for (const auto& p : o.create_options) {
+    PB_ASSIGN_OR_RETURN(auto target_kv, split_once(p, ':', "--create-option"));
+    PB_ASSIGN_OR_RETURN(auto kv, split_once(target_kv.second, '=', "--create-option"));
+    PB_ASSIGN_OR_RETURN(Request::Target * t, find(target_kv.first, "--create-option " + p));
+    for (const NamedValue& old : t->create_options)
+      if (old.name == kv.first) return invalid_argument("--create-option " + p + ": " + kv.first + " is given twice");
+    PB_ASSIGN_OR_RETURN(NamedValueData value, option_value(kv.second, "--create-option " + target_kv.first + ":" + kv.first));
+    t->create_options.push_back({kv.first, std::move(value)});
+  }
+  for (const auto& c : o.companions) {
+    PB_ASSIGN_OR_RETURN(auto kv, split_once(c, '=', "--companion"));
+    PB_ASSIGN_OR_RETURN(fetch::PackageSpec spec, annotate(fetch::parse_package_spec(kv.second), "--companion " + c));
+    r.companions.emplace_back(kv.first, std::move(spec));
+  }
+  if (o.offline && o.from.empty()) return invalid_argument("--offline needs --from DIR (a folder of wheels)");
+  return r;
+}
+
+// Fetches what the request names, then assembles the bundle in one step (bundle/assemble.h: all checked
+// before anything is written, under the bundle's lock).
+Expected<bundle::Assembled> run(const Options& o, const Request& r) {
+  std::vector<bundle::TargetSource> sources;
+  std::vector<std::pair<size_t, fetch::PackageSpec>> to_fetch;
+  for (const auto& t : r.targets) {
+    bundle::TargetSource s;
+    s.name = t.name;
+    if (t.spec) to_fetch.push_back({sources.size(), *t.spec});
+    else s.file = t.file;
     sources.push_back(std::move(s));
   }
+  const fetch::FetchOptions fo = fetch_options(o);
   if (!to_fetch.empty()) {
-    const fetch::FetchOptions fo = fetch_options(o);
     std::vector<fetch::PackageSpec> specs;
     for (auto& [i, spec] : to_fetch) specs.push_back(spec);
     PB_ASSIGN_OR_RETURN(auto fetched, fetch::fetch(specs, fo));
@@ -83,7 +151,9 @@ Expected<bundle::Manifest> run(const Options& o) {
       s.provenance = bundle::Provenance{f.spec.name, f.spec.version, f.wheel, f.wheel_sha256, f.plugin_path};
     }
   }
-  for (auto& s : sources)
+  for (size_t i = 0; i < sources.size(); ++i) {
+    bundle::TargetSource& s = sources[i];
+    const Request::Target& t = r.targets[i];
     if (!s.provenance) {  // a local file: its name says what it can
       select::Candidate c{s.name, "", "", s.file};
       bundle::guess_platform(c);
@@ -91,59 +161,29 @@ Expected<bundle::Manifest> run(const Options& o) {
       s.probe = c.probe;
       s.priority = c.priority;
     }
-  auto find = [&](const std::string& name, const std::string& flag) -> Expected<bundle::TargetSource*> {
-    for (auto& s : sources)
-      if (s.name == name) return &s;
-    return invalid_argument(flag + ": no --target named " + name);
-  };
-  for (const auto& p : o.probes) {
-    PB_ASSIGN_OR_RETURN(auto kv, split_once(p, '=', "--probe"));
-    PB_ASSIGN_OR_RETURN(bundle::TargetSource * s, find(kv.first, "--probe " + p));
-    PB_ASSIGN_OR_RETURN(s->probe, annotate(select::parse_probe_kind(kv.second), "--probe " + p));
-    if (s->probe == select::ProbeKind::kTpu) s->platform = "tpu";
+    if (t.probe) {
+      s.probe = *t.probe;
+      if (s.probe == select::ProbeKind::kTpu) s.platform = "tpu";
+    }
+    if (t.priority) s.priority = *t.priority;
+    s.create_options = t.create_options;
   }
-  for (const auto& p : o.priorities) {
-    PB_ASSIGN_OR_RETURN(auto kv, split_once(p, '=', "--priority"));
-    PB_ASSIGN_OR_RETURN(bundle::TargetSource * s, find(kv.first, "--priority " + p));
-    s->priority = std::atoi(kv.second.c_str());
-  }
-  for (const auto& p : o.create_options) {
-    PB_ASSIGN_OR_RETURN(auto target_kv, split_once(p, ':', "--create-option"));
-    PB_ASSIGN_OR_RETURN(auto kv, split_once(target_kv.second, '=', "--create-option"));
-    PB_ASSIGN_OR_RETURN(bundle::TargetSource * s, find(target_kv.first, "--create-option " + p));
-    s->create_options.push_back({kv.first, option_value(kv.second)});
-  }
-  PB_ASSIGN_OR_RETURN(bundle::Manifest manifest, bundle::write_bundle(o.out, sources));
-  for (const auto& c : o.companions) {
-    PB_ASSIGN_OR_RETURN(auto kv, split_once(c, '=', "--companion"));
-    PB_ASSIGN_OR_RETURN(fetch::PackageSpec spec, annotate(fetch::parse_package_spec(kv.second), "--companion " + c));
-    PB_ASSIGN_OR_RETURN(fetch::FetchedWheel w, fetch::fetch_wheel(spec, fetch_options(o)));
-    PB_ASSIGN_OR_RETURN(size_t n, annotate(bundle::add_companion_wheel(o.out, kv.first, w.wheel,
-                                                                       spec.to_string() + " (wheel sha256 " + w.wheel_sha256 + ")"),
-                                           "--companion " + c));
-    std::printf("companion %s: %zu librar%s for target %s\n", spec.to_string().c_str(), n, n == 1 ? "y" : "ies", kv.first.c_str());
+  bundle::BundlePlan plan;
+  plan.targets = std::move(sources);
+  for (const auto& [target, spec] : r.companions) {
+    PB_ASSIGN_OR_RETURN(fetch::FetchedWheel w, annotate(fetch::fetch_wheel(spec, fo), "--companion " + target + "=" + spec.to_string()));
+    plan.companion_wheels.push_back({target, w.wheel, spec.to_string() + " (wheel sha256 " + w.wheel_sha256 + ")"});
   }
   // A CUDA target carries plugboard's CUDA callback bridge beside its plugin, where host callbacks
   // look for it; nothing else in the bundle (or in plugboard) needs CUDA.
-  PB_ASSIGN_OR_RETURN(manifest, bundle::read_manifest(o.out));
-  for (const auto& t : manifest.targets) {
-    if (o.no_bridge || t.platform != "cuda") continue;
-    std::optional<std::filesystem::path> bridge;
+  if (!o.no_bridge) {
     for (const auto& p : device_bridge_search_path("CUDA", {}))
       if (std::error_code ec; std::filesystem::is_regular_file(p, ec)) {
-        bridge = p;
+        plan.companion_files.push_back({"", "cuda", p, "plugboard " PLUGBOARD_VERSION " CUDA callback bridge"});
         break;
       }
-    if (!bridge) {
-      std::fprintf(stderr, "plugboard: warning: no %s to ship with target %s: host callbacks on it will need "
-                   "PLUGBOARD_CUDA_BRIDGE (build plugboard with nvcc)\n", device_bridge_file_name("CUDA").c_str(), t.name.c_str());
-      continue;
-    }
-    PB_RETURN_IF_ERROR(annotate(bundle::add_companion_file(o.out, t.name, *bridge, "plugboard " PLUGBOARD_VERSION " CUDA callback bridge"),
-                                "shipping the CUDA callback bridge with target " + t.name));
-    std::printf("callback bridge %s shipped with target %s\n", bridge->filename().c_str(), t.name.c_str());
   }
-  return bundle::read_manifest(o.out);
+  return bundle::assemble_bundle(o.out, plan);
 }
 
 }  // namespace
@@ -165,16 +205,32 @@ Command add_bundle_command(CLI::App& app) {
   sub->add_option("--python", o->python, "the Python whose pip fetches wheels");
   sub->add_flag("--no-callback-bridge", o->no_bridge, "do not ship the CUDA callback bridge with CUDA targets");
   return {sub, [o] {
-            auto m = run(*o);
-            if (!m) {
-              print_error(m.error());
-              return 1;
+            auto request = parse_request(*o);
+            if (!request) return usage_error(request.error());
+            auto a = run(*o, *request);
+            if (!a) {
+              print_error(a.error());
+              return kExitFailure;
             }
-            std::printf("bundle %s: %zu target(s)\n", o->out.c_str(), m->targets.size());
-            for (const auto& t : m->targets)
+            for (size_t i = 0; i < request->companions.size() && i < a->companion_wheel_files.size(); ++i) {
+              const size_t n = a->companion_wheel_files[i];
+              std::printf("companion %s: %zu librar%s for target %s\n", request->companions[i].second.to_string().c_str(), n,
+                          n == 1 ? "y" : "ies", request->companions[i].first.c_str());
+            }
+            const bool bridge = !a->companion_file_targets.empty() && !a->companion_file_targets[0].empty();
+            for (const auto& t : a->manifest.targets) {
+              if (o->no_bridge || t.platform != "cuda") continue;
+              if (bridge)
+                std::printf("callback bridge %s shipped with target %s\n", device_bridge_file_name("CUDA").c_str(), t.name.c_str());
+              else
+                std::fprintf(stderr, "plugboard: warning: no %s to ship with target %s: host callbacks on it will need "
+                             "PLUGBOARD_CUDA_BRIDGE (build plugboard with nvcc)\n", device_bridge_file_name("CUDA").c_str(), t.name.c_str());
+            }
+            std::printf("bundle %s: %zu target(s)\n", o->out.c_str(), a->manifest.targets.size());
+            for (const auto& t : a->manifest.targets)
               std::printf("  %-14s %-8s PJRT %-5s %s\n", t.name.c_str(), t.platform.c_str(),
                           t.pjrt_api.value_or("?").c_str(), t.file.c_str());
-            return 0;
+            return kExitOk;
           }};
 }
 

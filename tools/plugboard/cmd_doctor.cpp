@@ -5,6 +5,8 @@
 #include <memory>
 #include <string>
 
+#include "base/parse_number.h"
+#include "base/terminal_text.h"
 #include "bundle/boot.h"
 #include "commands.h"
 
@@ -14,8 +16,11 @@ struct Options {
   std::string bundle, target;
   std::vector<std::string> site_packages;
   bool json = false, no_probes = false, rehash = false;
-  int timeout_ms = 30000;
+  std::string timeout_ms;  // parsed strictly (parse_number.h), not by CLI11
 };
+
+// The whole of a text, NULs included (printf's %s would stop at the first one).
+void print(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
 }  // namespace
 
 Command add_doctor_command(CLI::App& app) {
@@ -24,9 +29,9 @@ Command add_doctor_command(CLI::App& app) {
   sub->add_option("--bundle", o->bundle, "a bundle folder (plugboard.json)");
   sub->add_option("--target", o->target, "examine as an explicit choice of this target (as PLUGBOARD_TARGET)");
   sub->add_option("--site-packages", o->site_packages, "also look for jax_plugins/ and xla_plugins/ here");
-  sub->add_flag("--no-probes", o->no_probes, "skip the device probes (try loading everything)");
+  sub->add_flag("--no-probes", o->no_probes, "skip the device probes (try loading everything but a TPU target)");
   sub->add_flag("--rehash", o->rehash, "hash every plugin again, ignoring stamps");
-  sub->add_option("--timeout-ms", o->timeout_ms, "time limit of each isolated start-up");
+  sub->add_option("--timeout-ms", o->timeout_ms, "time limit of each isolated start-up, in ms (default 30000)");
   sub->add_flag("--json", o->json, "print the report as JSON");
   return {sub, [o] {
             bundle::BootOptions b;
@@ -42,18 +47,23 @@ Command add_doctor_command(CLI::App& app) {
             b.select = select::options_from_environment(base);
             if (o->no_probes) b.select.probes = false;
             b.select.examine_all = true;
-            b.select.isolation.timeout = std::chrono::milliseconds(o->timeout_ms);
+            if (!o->timeout_ms.empty()) {
+              auto ms = parse_int64(o->timeout_ms, "--timeout-ms", 1, select::kMaxIsolateTimeoutMs);
+              if (!ms) return usage_error(ms.error());
+              b.select.isolation.timeout = std::chrono::milliseconds(*ms);
+            }
             auto result = bundle::boot(b);
             if (!result) {
-              print_error(result.error());
-              return 1;
+              // As print_error, with the message's control characters spelled out (it can quote a manifest).
+              std::fprintf(stderr, "plugboard: error: %s\n", terminal_safe(result.error().to_string()).c_str());
+              return kExitFailure;
             }
-            if (o->json) std::printf("%s\n", result->selection.report.to_json().c_str());
+            if (o->json) print(result->selection.report.to_json() + "\n");
             else {
-              for (const auto& n : result->notes) std::printf("note: %s\n", n.c_str());
-              std::printf("%s", result->selection.report.to_text().c_str());
+              for (const auto& n : result->notes) print("note: " + terminal_safe(n) + "\n");
+              print(result->selection.report.to_text());
             }
-            return result->selection.report.chosen ? 0 : 1;
+            return result->selection.report.chosen ? kExitOk : kExitFailure;
           }};
 }
 

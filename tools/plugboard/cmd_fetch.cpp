@@ -45,10 +45,7 @@ int run(const Options& opts) {
   std::vector<fetch::PackageSpec> specs;
   for (const std::string& text : opts.specs) {
     auto spec = fetch::parse_package_spec(text);
-    if (!spec) {
-      print_error(spec.error());
-      return 1;
-    }
+    if (!spec) return usage_error(spec.error());  // a bad NAME==VERSION is a bad command line
     specs.push_back(std::move(*spec));
   }
   fetch::FetchOptions options;

@@ -1,12 +1,14 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "base/parse_number.h"
 #include "commands.h"
 #include "io/array_format.h"
 #include "io/npy.h"
@@ -27,12 +29,32 @@ struct Options {
   std::vector<std::string> inputs;
   std::string output_dir;
   std::vector<std::string> xla_options;
+  CompileOptions compile;                // from plugin_defaults and xla_options, by parse_flags
+  std::vector<std::string> donate_text;  // --donate as typed; parsed into `donate` by parse_flags
   std::vector<int> donate;
   std::vector<std::string> callbacks;  // NAME=COMMAND
+  double callback_timeout = kDefaultCallbackTimeoutSeconds;  // seconds per call of a --callback command
+  std::string print_limit_text = "50";  // --print-limit as typed; parsed into `print_limit`
   size_t print_limit = 50;
   bool plugin_defaults = false;
   bool json = false;
 };
+
+// The flags whose text must parse (numbers strictly: the whole text, in range; XLA options by their
+// declared type): an error names the flag and is a usage error.
+Status parse_flags(Options& o) {
+  o.compile = o.plugin_defaults ? CompileOptions::plugin_defaults() : CompileOptions();
+  for (const auto& x : o.xla_options) PB_RETURN_IF_ERROR(annotate(o.compile.set_from_text(x), "--xla-option"));
+  o.donate.clear();
+  for (const auto& text : o.donate_text) {
+    PB_ASSIGN_OR_RETURN(int64_t index, parse_int64(text, "--donate", 0, std::numeric_limits<int>::max()));
+    o.donate.push_back(static_cast<int>(index));
+  }
+  PB_ASSIGN_OR_RETURN(uint64_t limit, parse_uint64(o.print_limit_text, "--print-limit",
+                                                   std::numeric_limits<uint32_t>::max()));
+  o.print_limit = static_cast<size_t>(limit);
+  return ok();
+}
 
 double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
@@ -69,8 +91,6 @@ Expected<nlohmann::json> run(const Options& o) {
                  booted.selection.report.policy.c_str());
   }
   const Plugin* plugin = &client->plugin();
-  CompileOptions options = o.plugin_defaults ? CompileOptions::plugin_defaults() : CompileOptions();
-  for (const auto& x : o.xla_options) PB_RETURN_IF_ERROR(annotate(options.set_from_text(x), "--xla-option"));
 
   PB_ASSIGN_OR_RETURN(Program program, Program::from_file(o.program));
   // Host callbacks: the print hook when the program names it (text and bytecode both hold the target
@@ -79,22 +99,26 @@ Expected<nlohmann::json> run(const Options& o) {
   if (!o.callbacks.empty() || program.bytes().find(kPrintTarget) != std::string::npos) {
     RunCallbackOptions cb;
     cb.commands = o.callbacks;
+    cb.timeout_seconds = o.callback_timeout;
     cb.print_limit = o.print_limit;
     cb.print_to = o.json ? stderr : stdout;  // --json keeps stdout for the report
     PB_ASSIGN_OR_RETURN(callbacks, make_run_callbacks(cb));
     PB_RETURN_IF_ERROR(annotate(declare_callbacks(*client, *callbacks), "host callbacks for " + program.name()));
   }
   auto t0 = std::chrono::steady_clock::now();
-  auto compiled = client->compile(program, options);
+  auto compiled = client->compile(program, o.compile);
   if (!compiled && compiled.error().message().find("No FFI handler registered for") != std::string::npos)
     compiled.error().annotate("the program calls a host callback `plugboard run` does not bind: give it with "
                               "--callback NAME=COMMAND (or use the print hook, " + std::string(kPrintTarget) + ")");
-  PB_ASSIGN_OR_RETURN(auto exe, std::move(compiled));
+  if (!compiled) return std::unexpected(std::move(compiled).error());
+  // Bound by reference: moving the expected into a second one made GCC 12 warn (maybe-uninitialized).
+  const std::shared_ptr<Executable>& exe = *compiled;
   const double compile_ms = ms_since(t0);
 
   std::vector<Buffer> inputs;
   for (size_t i = 0; i < o.inputs.size(); ++i) {
-    PB_ASSIGN_OR_RETURN(io::HostArray a, io::read_npy(o.inputs[i], raw_bits_dtype(exe->signature(), i)));
+    PB_ASSIGN_OR_RETURN(io::HostArray a, annotate(io::read_npy(o.inputs[i], raw_bits_dtype(exe->signature(), i)),
+                                                  "input " + std::to_string(i)));
     PB_ASSIGN_OR_RETURN(Buffer b, annotate(client->buffer_from_host(a.data, a.dtype, a.dims), "input " + o.inputs[i]));
     inputs.push_back(std::move(b));
   }
@@ -176,13 +200,17 @@ Command add_run_command(CLI::App& app) {
   sub->add_option("--output-dir,-o", o->output_dir, "write each output as outN.npy here");
   sub->add_option("--xla-option", o->xla_options, "XLA option name=value (repeatable), e.g. xla_cpu_enable_fast_min_max=true");
   sub->add_flag("--plugin-defaults", o->plugin_defaults, "compile with the plugin's defaults, not JAX's numerics");
-  sub->add_option("--donate", o->donate, "index of an input to donate to the execution (repeatable)");
+  sub->add_option("--donate", o->donate_text, "index of an input to donate to the execution (repeatable)");
   sub->add_option("--callback", o->callbacks,
                   "NAME=COMMAND: a blocking host callback; COMMAND gets the operand .npy files, then the result "
                   ".npy files to write (repeatable)");
-  sub->add_option("--print-limit", o->print_limit, "values shown per tensor by the plugboard.print hook (default 50)");
+  sub->add_option("--callback-timeout", o->callback_timeout,
+                  "seconds each --callback command may run before its process group is killed (default 60)")
+      ->check(callback_timeout_check());
+  sub->add_option("--print-limit", o->print_limit_text, "values shown per tensor by the plugboard.print hook (default 50)");
   sub->add_flag("--json", o->json, "print JSON");
   return {sub, [o] {
+            if (auto flags = parse_flags(*o); !flags) return usage_error(flags.error());
             auto report = run(*o);
             if (!report) {
               print_error(report.error());

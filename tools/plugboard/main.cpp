@@ -6,6 +6,10 @@
 
 namespace plugboard::cli {
 void print_error(const Error& e) { std::fprintf(stderr, "plugboard: error: %s\n", e.to_string().c_str()); }
+int usage_error(const Error& e) {
+  std::fprintf(stderr, "plugboard: usage error: %s\n", e.to_string().c_str());
+  return kExitUsage;
+}
 }  // namespace plugboard::cli
 
 int main(int argc, char** argv) {
@@ -15,8 +19,15 @@ int main(int argc, char** argv) {
   const std::vector<Command> commands = {add_version_command(app), add_plugins_command(app), add_run_command(app),
                                          add_conform_command(app), add_fetch_command(app),
                                          add_bundle_command(app), add_doctor_command(app)};
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version are "errors" that exit 0; every other parse error is a usage error, exit 2
+    // (CLI11's own codes, 101-115, are not what the README documents).
+    const int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
   for (const auto& c : commands)
     if (c.app->parsed()) return c.run();
-  return 2;
+  return kExitUsage;
 }

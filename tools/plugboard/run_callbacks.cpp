@@ -1,15 +1,15 @@
 #include "run_callbacks.h"
 
-#include <spawn.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <cctype>
-#include <cerrno>
-#include <cstdlib>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
+#include "base/parse_number.h"
+#include "base/regular_file.h"
+#include "callback_processes.h"
 #include "io/array_format.h"
 #include "io/npy.h"
 
@@ -17,30 +17,6 @@ extern char** environ;
 
 namespace plugboard::cli {
 namespace {
-
-// A temporary folder for one call's files, removed afterwards.
-struct CallFolder {
-  std::filesystem::path path;
-  explicit CallFolder(std::filesystem::path p) : path(std::move(p)) {}
-  CallFolder(CallFolder&& o) noexcept : path(std::move(o.path)) { o.path.clear(); }
-  CallFolder(const CallFolder&) = delete;
-  CallFolder& operator=(const CallFolder&) = delete;
-  ~CallFolder() {
-    std::error_code ec;
-    if (!path.empty()) std::filesystem::remove_all(path, ec);
-  }
-};
-
-Expected<CallFolder> make_call_folder() {
-  std::error_code ec;
-  auto base = std::filesystem::temp_directory_path(ec);
-  if (ec) base = "/tmp";
-  std::string tmpl = (base / "plugboard-callback-XXXXXX").string();
-  if (!mkdtemp(tmpl.data()))
-    return make_error(Code::kPermissionDenied, "cannot create a folder for callback files under " + base.string() + ": " +
-                                                   std::strerror(errno));
-  return CallFolder(tmpl);
-}
 
 io::HostArray to_array(const TensorView& v) {
   io::HostArray a;
@@ -50,54 +26,52 @@ io::HostArray to_array(const TensorView& v) {
   return a;
 }
 
-Status run_command(const std::string& name, const std::string& command, const BlockingCall& call) {
-  PB_ASSIGN_OR_RETURN(CallFolder folder, make_call_folder());
+// Room for the .npy header in front of a result's data: numpy's own headers are one 64-byte line;
+// this leaves space for any rank, and caps a result file at its data plus this.
+constexpr size_t kMaxNpyHeaderBytes = size_t{1} << 16;
+
+// Reads result `index`, which the command wrote to `path`: a regular file (not a FIFO, a device or a
+// link to one), at most the header plus the bytes the program's dtype and dims take.
+Expected<io::HostArray> read_result(const std::filesystem::path& path, const MutableTensorView& want) {
+  PB_ASSIGN_OR_RETURN(std::string bytes, read_regular_file(path, want.bytes.size() + kMaxNpyHeaderBytes));
+  // The descr decides, except for the types .npy stores as raw bits (bf16, f8): then the program's.
+  const bool raw_bits = want.dtype == DType::kBF16 || want.dtype == DType::kF8E5M2 || want.dtype == DType::kF8E4M3FN;
+  return io::parse_npy(std::as_bytes(std::span(bytes)), path.string(),
+                       raw_bits ? std::optional<DType>(want.dtype) : std::nullopt);
+}
+
+Status run_command(const std::string& name, const std::string& command, std::chrono::milliseconds timeout,
+                   const BlockingCall& call) {
+  PB_ASSIGN_OR_RETURN(CallbackScratch folder, CallbackScratch::create());
   // The files go to COMMAND as arguments, unless it places them itself ($1.., $@, $*).
   bool places_them = false;
   for (size_t i = command.find('$'); i != std::string::npos && i + 1 < command.size(); i = command.find('$', i + 1)) {
     const char c = command[i + 1];
     if (std::isdigit(static_cast<unsigned char>(c)) || c == '@' || c == '*') places_them = true;
   }
-  std::vector<std::string> argv_strings = {"/bin/sh", "-c", places_them ? command : command + " \"$@\"",
-                                           "plugboard-callback"};
+  std::vector<std::string> argv = {"/bin/sh", "-c", places_them ? command : command + " \"$@\"", "plugboard-callback"};
   for (size_t i = 0; i < call.operands().size(); ++i) {
-    auto path = folder.path / ("in" + std::to_string(i) + ".npy");
+    auto path = folder.path() / ("in" + std::to_string(i) + ".npy");
     PB_RETURN_IF_ERROR(io::write_npy(path, to_array(call.operands()[i])));
-    argv_strings.push_back(path.string());
+    argv.push_back(path.string());
   }
   std::vector<std::filesystem::path> outputs;
   for (size_t i = 0; i < call.results().size(); ++i) {
-    outputs.push_back(folder.path / ("out" + std::to_string(i) + ".npy"));
-    argv_strings.push_back(outputs.back().string());
+    outputs.push_back(folder.path() / ("out" + std::to_string(i) + ".npy"));
+    argv.push_back(outputs.back().string());
   }
-  std::vector<char*> argv;
-  for (auto& s : argv_strings) argv.push_back(s.data());
-  argv.push_back(nullptr);
   // The child's environment: ours, plus which callback this is.
-  std::vector<std::string> env_strings = {"PLUGBOARD_CALLBACK=" + name};
+  std::vector<std::string> envp = {"PLUGBOARD_CALLBACK=" + name};
   for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "PLUGBOARD_CALLBACK=", 19) != 0) env_strings.emplace_back(*e);
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
+    if (std::strncmp(*e, "PLUGBOARD_CALLBACK=", 19) != 0) envp.emplace_back(*e);
 
-  pid_t pid;
-  if (int rc = posix_spawn(&pid, "/bin/sh", nullptr, nullptr, argv.data(), envp.data()); rc != 0)
-    return make_error(Code::kInternal, "--callback " + name + ": cannot start /bin/sh: " + std::strerror(rc));
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFSIGNALED(status))
-    return make_error(Code::kAborted, "--callback " + name + ": `" + command + "` was killed by signal " +
-                                          std::to_string(WTERMSIG(status)));
+  const std::string what = "--callback " + name + ": `" + command + "`";
+  PB_ASSIGN_OR_RETURN(const int status, run_process_group(what, std::move(argv), std::move(envp), timeout));
+  if (WIFSIGNALED(status)) return make_error(Code::kAborted, what + " was killed by signal " + std::to_string(WTERMSIG(status)));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return make_error(Code::kAborted, "--callback " + name + ": `" + command + "` exited with status " +
-                                          std::to_string(WEXITSTATUS(status)));
+    return make_error(Code::kAborted, what + " exited with status " + std::to_string(WEXITSTATUS(status)));
   for (size_t i = 0; i < outputs.size(); ++i) {
-    const MutableTensorView& want = call.results()[i];
-    // The descr decides, except for the types .npy stores as raw bits (bf16, f8): then the program's.
-    const bool raw_bits = want.dtype == DType::kBF16 || want.dtype == DType::kF8E5M2 || want.dtype == DType::kF8E4M3FN;
-    auto result = io::read_npy(outputs[i], raw_bits ? std::optional<DType>(want.dtype) : std::nullopt);
+    auto result = read_result(outputs[i], call.results()[i]);
     if (!result)
       return std::unexpected(std::move(result).error().annotate("--callback " + name + ": reading result " +
                                                                 std::to_string(i) + " that `" + command +
@@ -154,6 +128,11 @@ Expected<std::shared_ptr<HostCallbacks>> make_run_callbacks(const RunCallbackOpt
     std::fflush(to);
     return ok();
   }));
+  if (!(options.timeout_seconds > 0) || options.timeout_seconds > kMaxCallbackTimeoutSeconds)
+    return invalid_argument("--callback-timeout " + std::to_string(options.timeout_seconds) + ": must be more than 0 and at most " +
+                            std::to_string(static_cast<int64_t>(kMaxCallbackTimeoutSeconds)) + " seconds");
+  const auto timeout = std::chrono::milliseconds(std::max<int64_t>(1, std::llround(options.timeout_seconds * 1000)));
+  if (!options.commands.empty()) install_callback_signal_handlers();
   for (const std::string& spec : options.commands) {
     const auto eq = spec.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
@@ -161,12 +140,34 @@ Expected<std::shared_ptr<HostCallbacks>> make_run_callbacks(const RunCallbackOpt
     std::string name = spec.substr(0, eq), command = spec.substr(eq + 1);
     if (name == kPrintTarget) return invalid_argument("--callback " + name + ": that name is the print hook's");
     PB_RETURN_IF_ERROR(annotate(receiver->add_blocking(name,
-                                                       [name, command](const BlockingCall& call) {
-                                                         return run_command(name, command, call);
+                                                       [name, command, timeout](const BlockingCall& call) {
+                                                         return run_command(name, command, timeout, call);
                                                        }),
                                 "--callback " + spec));
   }
   return receiver;
+}
+
+Expected<double> parse_callback_timeout(std::string_view text) {
+  PB_ASSIGN_OR_RETURN(const double seconds, parse_double(text, "--callback-timeout"));
+  if (!(seconds > 0) || seconds > kMaxCallbackTimeoutSeconds)
+    return invalid_argument("--callback-timeout '" + std::string(text) + "': must be more than 0 and at most " +
+                            std::to_string(static_cast<int64_t>(kMaxCallbackTimeoutSeconds)) + " seconds");
+  return seconds;
+}
+
+CLI::Validator callback_timeout_check() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        auto parsed = parse_callback_timeout(text);
+        if (parsed) return std::string();
+        // CLI11 names the option itself.
+        std::string_view m = parsed.error().message();
+        for (std::string_view prefix : {"--callback-timeout: ", "--callback-timeout "})
+          if (m.starts_with(prefix)) m.remove_prefix(prefix.size());
+        return std::string(m);
+      },
+      "SECONDS", "callback timeout");
 }
 
 }  // namespace plugboard::cli

@@ -1,0 +1,293 @@
+// The base layer's defences against hostile input: regular files only, strict numbers, bounded
+// nesting, strict JSON, checked sizes, and Dims that stay consistent when moved from.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <utility>
+
+#include "base/dims.h"
+#include "base/dtype.h"
+#include "base/nesting.h"
+#include "base/parse_number.h"
+#include "base/regular_file.h"
+#include "base/strict_json.h"
+
+namespace plugboard {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "pb_base_test_XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+void write(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
+
+// --- regular files ---
+
+TEST(RegularFile, ReadsARegularFileWhole) {
+  TempDir d;
+  write(d.path() / "a", "hello");
+  auto r = read_regular_file(d.path() / "a", 100);
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(*r, "hello");
+}
+
+TEST(RegularFile, RefusesCharacterDevicesWithoutReading) {
+  for (const char* dev : {"/dev/zero", "/dev/urandom", "/dev/null"}) {
+    auto r = read_regular_file(dev, kMaxArrayBytes);
+    ASSERT_FALSE(r) << dev;
+    EXPECT_EQ(r.error().code(), Code::kInvalidArgument);
+    EXPECT_NE(r.error().message().find("a character device"), std::string::npos) << r.error().message();
+    EXPECT_NE(r.error().message().find(dev), std::string::npos);
+  }
+}
+
+TEST(RegularFile, RefusesASymlinkToADevice) {
+  TempDir d;
+  fs::create_symlink("/dev/zero", d.path() / "plugboard.json");
+  auto r = read_regular_file(d.path() / "plugboard.json", kMaxManifestBytes);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("a character device"), std::string::npos) << r.error().message();
+}
+
+TEST(RegularFile, RefusesAFifoWithoutHanging) {
+  TempDir d;
+  const fs::path fifo = d.path() / "in.npy";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = read_regular_file(fifo, kMaxArrayBytes);  // no writer: a blocking open would never return
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("a FIFO"), std::string::npos) << r.error().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+}
+
+TEST(RegularFile, RefusesADirectory) {
+  TempDir d;
+  auto r = read_regular_file(d.path(), 100);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("a directory"), std::string::npos) << r.error().message();
+}
+
+TEST(RegularFile, RefusesAFileOverTheLimitBeforeReadingIt) {
+  TempDir d;
+  write(d.path() / "big", std::string(1000, 'x'));
+  auto r = read_regular_file(d.path() / "big", 999);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), Code::kResourceExhausted);
+  EXPECT_NE(r.error().message().find("1000 bytes, more than the limit of 999"), std::string::npos)
+      << r.error().message();
+}
+
+TEST(RegularFile, NoFollowRefusesASymlink) {
+  TempDir d;
+  write(d.path() / "real", "x");
+  fs::create_symlink(d.path() / "real", d.path() / "link");
+  EXPECT_TRUE(read_regular_file(d.path() / "link", 10));
+  auto r = read_regular_file(d.path() / "link", 10, OpenOptions{.no_follow = true});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("symbolic link"), std::string::npos) << r.error().message();
+}
+
+TEST(RegularFile, MissingFileIsNotFound) {
+  auto r = read_regular_file("/nonexistent/x.npy", 10);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), Code::kNotFound);
+  EXPECT_NE(r.error().message().find("/nonexistent/x.npy"), std::string::npos);
+}
+
+TEST(RegularFile, IdentityChangesWhenAFileIsRewrittenInPlaceWithItsMtimeRestored) {
+  TempDir d;
+  const fs::path p = d.path() / "plugin.so";
+  write(p, "version one");
+  auto before = file_identity(p);
+  ASSERT_TRUE(before);
+  struct stat st {};
+  ASSERT_EQ(::stat(p.c_str(), &st), 0);
+  ::usleep(20000);
+  write(p, "version two");  // same size
+  const struct timespec times[2] = {st.st_atim, st.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, p.c_str(), times, 0), 0);  // mtime put back
+  auto after = file_identity(p);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(before->size, after->size);
+  EXPECT_EQ(before->mtime_ns, after->mtime_ns);
+  EXPECT_NE(before->ctime_ns, after->ctime_ns);
+  EXPECT_FALSE(*before == *after);
+}
+
+// --- numbers ---
+
+TEST(ParseNumber, TakesOnlyTheWholeTextInRange) {
+  EXPECT_EQ(parse_int64("42", "--n").value(), 42);
+  EXPECT_EQ(parse_int64("-7", "--n").value(), -7);
+  EXPECT_EQ(parse_uint64("18446744073709551615", "--n").value(), UINT64_MAX);
+  for (const char* bad : {"", "abc", "5s", "1e3", " 5", "5 ", "+5", "0x10", "1.5", "--1"}) {
+    auto r = parse_int64(bad, "PLUGBOARD_ISOLATE_TIMEOUT_MS");
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().code(), Code::kInvalidArgument) << bad;
+    EXPECT_NE(r.error().message().find("PLUGBOARD_ISOLATE_TIMEOUT_MS"), std::string::npos);
+  }
+  auto wide = parse_int64("99999999999", "--priority cpu", INT32_MIN, INT32_MAX);
+  ASSERT_FALSE(wide);
+  EXPECT_EQ(wide.error().code(), Code::kOutOfRange);
+  EXPECT_NE(wide.error().message().find("--priority cpu: 99999999999 is out of range"), std::string::npos)
+      << wide.error().message();
+  EXPECT_FALSE(parse_int64("99999999999999999999", "--create-option"));
+  EXPECT_FALSE(parse_uint64("-1", "--print-limit"));
+  EXPECT_FALSE(parse_int64("-1", "--timeout-ms", 0));
+}
+
+TEST(ParseNumber, DoublesAreFiniteAndWhole) {
+  EXPECT_DOUBLE_EQ(parse_double("0.5", "x").value(), 0.5);
+  EXPECT_DOUBLE_EQ(parse_double("-1e-3", "x").value(), -1e-3);
+  for (const char* bad : {"", "nan", "inf", "1e999", "0.5x", "0x1p3", " 1"}) EXPECT_FALSE(parse_double(bad, "x")) << bad;
+}
+
+// --- nesting ---
+
+TEST(Nesting, RefusesDeepMlirAttributesAndTypesBeforeAnyParser) {
+  const std::string deep_attr = "x = " + std::string(20000, '[') + std::string(20000, ']');
+  auto r = check_nesting(deep_attr, Syntax::kMlir, "deep.mlir");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("deep.mlir: nesting deeper than 256 levels at line 1, column 261"),
+            std::string::npos)
+      << r.error().message();
+  std::string deep_tuple;
+  for (int i = 0; i < 50000; ++i) deep_tuple += "tuple<";
+  EXPECT_FALSE(check_nesting(deep_tuple, Syntax::kMlir, "t.mlir"));
+}
+
+TEST(Nesting, CountsOnlyRealBrackets) {
+  // Arrows, brackets inside strings and comments do not nest.
+  std::string text = "func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> { \"[[[[[[\" // ((((((\n }";
+  EXPECT_TRUE(check_nesting(text, Syntax::kMlir, "f.mlir", 3));
+  EXPECT_FALSE(check_nesting("{{{{", Syntax::kMlir, "f.mlir", 3));
+  EXPECT_TRUE(check_nesting(std::string(256, '[') + std::string(256, ']'), Syntax::kJson, "a.json"));
+  EXPECT_FALSE(check_nesting(std::string(257, '['), Syntax::kJson, "a.json"));
+  // JSON does not count parentheses or angle brackets; a string with an escaped quote stays a string.
+  EXPECT_TRUE(check_nesting("{\"k\": \"\\\"[[[[\"}", Syntax::kJson, "a.json", 1));
+  EXPECT_TRUE(check_nesting("((((<<<<", Syntax::kJson, "a.json", 1));
+}
+
+// --- strict JSON ---
+
+TEST(StrictJson, RefusesDeepNestingDuplicateKeysAndNonObjects) {
+  std::string deep;
+  for (int i = 0; i < 100000; ++i) deep += "{\"a\":";
+  auto d = strict_json::parse(deep, "plugboard.json");
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.error().message().find("nesting deeper than"), std::string::npos) << d.error().message();
+
+  auto dup = strict_json::parse(R"({"schema": 1, "targets": [{"name": "a", "name": "b"}]})", "plugboard.json");
+  ASSERT_FALSE(dup);
+  EXPECT_NE(dup.error().message().find("\"name\" twice"), std::string::npos) << dup.error().message();
+  // The same key in two different objects is fine.
+  EXPECT_TRUE(strict_json::parse(R"({"a": {"k": 1}, "b": {"k": 2}})", "x.json"));
+
+  EXPECT_FALSE(strict_json::parse("[1, 2]", "x.json"));
+  EXPECT_TRUE(strict_json::parse("[1, 2]", "x.json", /*want_object=*/false));
+  auto broken = strict_json::parse("{\"a\": ", "x.json");
+  ASSERT_FALSE(broken);
+  EXPECT_NE(broken.error().message().find("x.json is not valid JSON"), std::string::npos);
+}
+
+TEST(StrictJson, IntegersAreRangeCheckedNeverConverted) {
+  auto doc = strict_json::parse(
+      R"({"schema": 4294967297, "max": 18446744073709551615, "neg": -1, "half": 1.5, "big": 1e30, "p": 2147483648})",
+      "m.json");
+  ASSERT_TRUE(doc) << doc.error().to_string();
+  auto schema = strict_json::get_uint(*doc, "schema", "", UINT32_MAX);
+  ASSERT_FALSE(schema);
+  EXPECT_NE(schema.error().message().find("schema is 4294967297, more than 4294967295"), std::string::npos)
+      << schema.error().message();
+  EXPECT_FALSE(strict_json::get_int(*doc, "max", ""));  // beyond int64: refused, not -1
+  EXPECT_EQ(strict_json::get_uint(*doc, "max", "").value(), UINT64_MAX);
+  EXPECT_FALSE(strict_json::get_uint(*doc, "neg", ""));
+  EXPECT_EQ(strict_json::get_int(*doc, "neg", "").value(), -1);
+  EXPECT_FALSE(strict_json::get_int(*doc, "half", ""));
+  EXPECT_FALSE(strict_json::get_int(*doc, "big", ""));
+  auto p = strict_json::get_int(*doc, "p", "targets[0]", INT32_MIN, INT32_MAX);
+  ASSERT_FALSE(p);
+  EXPECT_NE(p.error().message().find("targets[0].p is 2147483648, out of range"), std::string::npos)
+      << p.error().message();
+  auto missing = strict_json::get_int(*doc, "nope", "targets[0]");
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message().find("targets[0].nope is missing"), std::string::npos);
+}
+
+TEST(StrictJson, StringsWithNulOrControlCharactersAreRefused) {
+  auto doc = strict_json::parse(R"({"file": "a.so\u0000evil", "name": "cpu\u001b[2J", "ok": "x", "n": 3})", "m.json");
+  ASSERT_TRUE(doc) << doc.error().to_string();
+  auto file = strict_json::get_string(*doc, "file", "targets[0]");
+  ASSERT_FALSE(file);
+  EXPECT_NE(file.error().message().find("targets[0].file holds the control character NUL at byte 4"),
+            std::string::npos)
+      << file.error().message();
+  auto name = strict_json::get_string(*doc, "name", "targets[0]");
+  ASSERT_FALSE(name);
+  EXPECT_NE(name.error().message().find("0x1b"), std::string::npos) << name.error().message();
+  EXPECT_TRUE(strict_json::get_string(*doc, "name", "", strict_json::Text::kAny));
+  EXPECT_EQ(strict_json::get_string(*doc, "ok", "").value(), "x");
+  EXPECT_FALSE(strict_json::get_string(*doc, "n", ""));  // a number is not a string
+}
+
+// --- sizes ---
+
+TEST(ByteSize, IsCheckedAgainstOverflowAndNegativeDims) {
+  EXPECT_EQ(byte_size(DType::kF32, std::vector<int64_t>{4, 8}).value(), 128u);
+  EXPECT_EQ(byte_size(DType::kF32, std::vector<int64_t>{}).value(), 4u);
+  // 2^62 + 4 elements of 4 bytes wraps to 16 bytes in an unchecked multiply.
+  auto wrap = byte_size(DType::kF32, std::vector<int64_t>{(int64_t{1} << 62) + 4});
+  ASSERT_FALSE(wrap);
+  EXPECT_EQ(wrap.error().code(), Code::kOutOfRange);
+  auto neg = byte_size(DType::kF32, std::vector<int64_t>{2, -3});
+  ASSERT_FALSE(neg);
+  EXPECT_NE(neg.error().message().find("dimension 1 is negative (-3)"), std::string::npos);
+  // A zero dimension makes the array empty however large the others are.
+  EXPECT_EQ(byte_size(DType::kF64, std::vector<int64_t>{INT64_MAX, 0, INT64_MAX}).value(), 0u);
+  EXPECT_FALSE(byte_size(DType::kInvalid, std::vector<int64_t>{1}));
+}
+
+// --- Dims ---
+
+TEST(Dims, AMovedFromDimsIsEmptyForEveryRank) {
+  for (size_t rank : {size_t{0}, size_t{3}, Dims::kInline, Dims::kInline + 1, size_t{7}}) {
+    std::vector<int64_t> v(rank);
+    for (size_t i = 0; i < rank; ++i) v[i] = static_cast<int64_t>(i + 2);
+    Dims a(v);
+    Dims b(std::move(a));
+    EXPECT_EQ(b.to_vector(), v);
+    EXPECT_EQ(a.size(), 0u) << "rank " << rank;  // NOLINT(bugprone-use-after-move): what is tested
+    EXPECT_TRUE(a.span().empty());
+    Dims c;
+    c = std::move(b);
+    EXPECT_EQ(c.to_vector(), v);
+    EXPECT_EQ(b.size(), 0u);  // NOLINT(bugprone-use-after-move)
+    a = c;  // a moved-from Dims is usable again
+    EXPECT_EQ(a.to_vector(), v);
+  }
+}
+
+}  // namespace
+}  // namespace plugboard

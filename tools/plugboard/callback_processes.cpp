@@ -1,0 +1,227 @@
+#include "callback_processes.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <thread>
+
+namespace plugboard::cli {
+namespace {
+
+// What is alive now: the process groups of running commands and the call folders. Never destroyed:
+// the signal thread may use it while the process exits.
+struct Registry {
+  std::mutex mutex;
+  std::set<pid_t> groups;
+  std::set<std::string> folders;
+  std::atomic<bool> terminating{false};  // a signal is ending plugboard: nothing new may start
+};
+Registry& registry() {
+  static Registry* r = new Registry();
+  return *r;
+}
+
+// A thread whose work is cut short by the ending process waits here for the end: returning would let
+// the run report a failure (exit 1) before the signal's own status.
+[[noreturn]] void wait_for_the_end() {
+  for (;;) pause();
+}
+
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+int g_signal_pipe[2] = {-1, -1};
+
+extern "C" void on_signal(int sig) {
+  const int saved = errno;
+  const unsigned char b = static_cast<unsigned char>(sig);
+  if (::write(g_signal_pipe[1], &b, 1) < 0) {
+    // Nothing a handler can do; the watcher will not run, the signal is lost.
+  }
+  errno = saved;
+}
+
+// Waits (a bounded time) until `pid` has exited, without reaping it: its waiter reaps it.
+void wait_exited(pid_t pid) {
+  for (int i = 0; i < 400; ++i) {
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT | WNOHANG) != 0) return;  // reaped already
+    if (info.si_pid == pid) return;
+    ::usleep(5000);
+  }
+}
+
+// The signal thread: kills and removes everything, then lets the signal end the process.
+void watch_signals() {
+  unsigned char b = 0;
+  for (;;) {
+    const ssize_t n = ::read(g_signal_pipe[0], &b, 1);
+    if (n == 1) break;
+    if (n < 0 && errno == EINTR) continue;
+    return;  // the pipe is gone: nothing to watch
+  }
+  const int sig = b;
+  Registry& r = registry();
+  {
+    std::lock_guard lock(r.mutex);
+    r.terminating = true;
+    for (pid_t g : r.groups) ::kill(-g, SIGKILL);
+    for (pid_t g : r.groups) wait_exited(g);
+    for (const std::string& f : r.folders) {
+      std::error_code ec;
+      std::filesystem::remove_all(f, ec);
+    }
+    r.folders.clear();
+  }
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  ::raise(sig);
+  std::_Exit(128 + sig);  // only if the signal did not end the process
+}
+
+std::string seconds_text(std::chrono::milliseconds t) {
+  char s[32];
+  std::snprintf(s, sizeof(s), "%g", static_cast<double>(t.count()) / 1000.0);
+  return s;
+}
+
+// Waits for `pid` to exit, at most until `deadline`; true when it exited (not yet reaped).
+bool wait_until(pid_t pid, std::chrono::steady_clock::time_point deadline) {
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd >= 0) {
+    bool exited = false;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      pollfd p{pidfd, POLLIN, 0};
+      const int rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, 1 << 30)));
+      if (rc > 0) {
+        exited = true;
+        break;
+      }
+      if (rc < 0 && errno != EINTR) break;
+    }
+    ::close(pidfd);
+    if (exited) return true;
+  }
+  // No pidfd (an old kernel), or poll failed: look every few milliseconds.
+  for (auto pause = std::chrono::microseconds(100);; pause = std::min(pause * 2, std::chrono::microseconds(10000))) {
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT | WNOHANG) == 0 && info.si_pid == pid)
+      return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(pause);
+  }
+}
+
+}  // namespace
+
+void install_callback_signal_handlers() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (::pipe2(g_signal_pipe, O_CLOEXEC) != 0) return;  // no handlers: signals keep their default
+    std::thread(watch_signals).detach();
+    for (int sig : kSignals) {
+      struct sigaction old {};
+      if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler == SIG_IGN) continue;  // nohup and kin
+      struct sigaction sa {};
+      sa.sa_handler = on_signal;
+      sigemptyset(&sa.sa_mask);
+      sa.sa_flags = SA_RESTART;
+      ::sigaction(sig, &sa, nullptr);
+    }
+  });
+}
+
+Expected<CallbackScratch> CallbackScratch::create() {
+  std::error_code ec;
+  auto base = std::filesystem::temp_directory_path(ec);
+  if (ec) base = "/tmp";
+  std::string tmpl = (base / "plugboard-callback-XXXXXX").string();
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  if (r.terminating) wait_for_the_end();
+  if (!::mkdtemp(tmpl.data()))
+    return make_error(Code::kPermissionDenied, "cannot create a folder for callback files under " + base.string() + ": " +
+                                                   std::strerror(errno));
+  r.folders.insert(tmpl);
+  return CallbackScratch(tmpl);
+}
+
+CallbackScratch::CallbackScratch(CallbackScratch&& o) noexcept : path_(std::move(o.path_)) { o.path_.clear(); }
+
+CallbackScratch::~CallbackScratch() {
+  if (path_.empty()) return;
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  if (r.terminating) wait_for_the_end();  // removed by the signal thread; the signal ends the process
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+  r.folders.erase(path_.string());
+}
+
+Expected<int> run_process_group(const std::string& what, std::vector<std::string> argv, std::vector<std::string> envp,
+                                std::chrono::milliseconds timeout) {
+  std::vector<char*> args, env;
+  for (auto& s : argv) args.push_back(s.data());
+  args.push_back(nullptr);
+  for (auto& s : envp) env.push_back(s.data());
+  env.push_back(nullptr);
+
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
+  posix_spawnattr_setpgroup(&attr, 0);  // a group of its own, led by the command's shell
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+
+  Registry& r = registry();
+  pid_t pid = -1;
+  int rc;
+  {
+    // Under the lock: the signal thread either sees the group or stops the spawn.
+    std::lock_guard lock(r.mutex);
+    if (r.terminating) wait_for_the_end();
+    rc = posix_spawn(&pid, args[0], nullptr, &attr, args.data(), env.data());
+    if (rc == 0) r.groups.insert(pid);
+  }
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return make_error(Code::kInternal, what + ": cannot start " + argv[0] + ": " + std::strerror(rc));
+  // From here on the group exists: nothing of it may outlive the call, whichever way it ends.
+
+  const bool exited = wait_until(pid, std::chrono::steady_clock::now() + timeout);
+  // Whether it exited or ran out of time, nothing of its group outlives the call. The leader is not
+  // reaped yet, so its pid (the group's id) cannot have been reused.
+  ::kill(-pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  {
+    std::lock_guard lock(r.mutex);
+    r.groups.erase(pid);
+    if (r.terminating) wait_for_the_end();
+  }
+  if (!exited)
+    return make_error(Code::kDeadlineExceeded, what + " did not finish within " + seconds_text(timeout) +
+                                                   " s (--callback-timeout): its process group was killed");
+  return status;
+}
+
+}  // namespace plugboard::cli
