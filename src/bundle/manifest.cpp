@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <fstream>
 #include <set>
@@ -129,6 +130,20 @@ Expected<TargetEntry> parse_target(const json& t, const std::filesystem::path& d
   return e;
 }
 
+// strict_json keeps an object's keys sorted; create options keep the order the file gives them (a
+// manifest read and written again is the same file). `ordered` is the same document parsed in order.
+void keep_file_order(std::vector<NamedValue>& options, const nlohmann::ordered_json& ordered, size_t target) {
+  if (!ordered.is_object() || !ordered.contains("targets") || !ordered["targets"].is_array() ||
+      target >= ordered["targets"].size())
+    return;
+  const auto& t = ordered["targets"][target];
+  if (!t.is_object() || !t.contains("create_options") || !t["create_options"].is_object()) return;
+  std::vector<std::string> order;
+  for (const auto& [key, value] : t["create_options"].items()) order.push_back(key);
+  auto rank = [&](const NamedValue& o) { return std::find(order.begin(), order.end(), o.name) - order.begin(); };
+  std::stable_sort(options.begin(), options.end(), [&](const NamedValue& a, const NamedValue& b) { return rank(a) < rank(b); });
+}
+
 }  // namespace
 
 Expected<std::filesystem::path> resolve_in_bundle(const std::filesystem::path& bundle_dir, const std::string& relative,
@@ -161,9 +176,12 @@ Expected<Manifest> parse_manifest(const std::string& text, const std::filesystem
   auto targets = j.find("targets");
   if (targets == j.end() || !targets->is_array()) return bad(dir, "targets", "is missing or not a list");
   std::set<std::string> names;
+  // Checked already (nesting, duplicates, syntax): parsed again only for the order of create options.
+  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   for (size_t i = 0; i < targets->size(); ++i) {
     const std::string where = "targets[" + std::to_string(i) + "]";
     PB_ASSIGN_OR_RETURN(TargetEntry e, parse_target((*targets)[i], dir, where));
+    keep_file_order(e.create_options, ordered, i);
     if (!names.insert(e.name).second) return bad(dir, where + ".name", "'" + e.name + "' appears twice");
     m.targets.push_back(std::move(e));
   }

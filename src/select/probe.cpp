@@ -70,6 +70,8 @@ ProbeResult probe_tpu(const ProbeEnvironment& env) {
 
 ProbeEnvironment ProbeEnvironment::from_process() {
   ProbeEnvironment env;
+  // The visibility variables (CUDA_VISIBLE_DEVICES, ...) are the vendor runtime's, read as it reads
+  // them (getenv: set-and-empty hides every device); they can only rule a target out, never add one.
   env.getenv = [](const std::string& name) -> std::optional<std::string> {
     const char* v = std::getenv(name.c_str());
     return v ? std::optional<std::string>(v) : std::nullopt;
