@@ -6,6 +6,7 @@
 
 #include <set>
 
+#include "base/no_throw.h"
 #include "base/regular_file.h"
 #include "base/sha256.h"
 #include "fetch/file_lock.h"
@@ -248,38 +249,40 @@ Expected<Assembled> assemble_locked(const fs::path& dir, const BundlePlan& plan,
 
 }  // namespace
 
-Expected<Assembled> assemble_bundle(const fs::path& dir, const BundlePlan& plan) {
-  // 1. Everything that needs no bundle: the plan's own consistency, each plugin, each companion.
-  std::set<std::string> names;
-  std::vector<CheckedTarget> targets;
-  for (const TargetSource& t : plan.targets) {
-    if (!names.insert(t.name).second) return invalid_argument("target " + t.name + " is given twice");
-    PB_ASSIGN_OR_RETURN(CheckedTarget c, check_target(t));
-    targets.push_back(std::move(c));
-  }
-  std::vector<CheckedWheel> wheels;
-  for (const CompanionWheelSource& c : plan.companion_wheels) {
-    PB_ASSIGN_OR_RETURN(CheckedWheel w, check_companion_wheel(c));
-    wheels.push_back(std::move(w));
-  }
-  std::vector<CheckedFile> files;
-  for (const CompanionFileSource& c : plan.companion_files) {
-    if (c.target.empty() == c.platform.empty())
-      return invalid_argument("companion file " + c.file.string() + ": give a target or a platform, not both");
-    PB_ASSIGN_OR_RETURN(CheckedFile f, check_companion_file(c));
-    files.push_back(std::move(f));
-  }
+Expected<Assembled> assemble_bundle(const fs::path& dir, const BundlePlan& plan) noexcept {
+  return no_throw("assembling a bundle", [&]() -> Expected<Assembled> {
+    // 1. Everything that needs no bundle: the plan's own consistency, each plugin, each companion.
+    std::set<std::string> names;
+    std::vector<CheckedTarget> targets;
+    for (const TargetSource& t : plan.targets) {
+      if (!names.insert(t.name).second) return invalid_argument("target " + t.name + " is given twice");
+      PB_ASSIGN_OR_RETURN(CheckedTarget c, check_target(t));
+      targets.push_back(std::move(c));
+    }
+    std::vector<CheckedWheel> wheels;
+    for (const CompanionWheelSource& c : plan.companion_wheels) {
+      PB_ASSIGN_OR_RETURN(CheckedWheel w, check_companion_wheel(c));
+      wheels.push_back(std::move(w));
+    }
+    std::vector<CheckedFile> files;
+    for (const CompanionFileSource& c : plan.companion_files) {
+      if (c.target.empty() == c.platform.empty())
+        return invalid_argument("companion file " + c.file.string() + ": give a target or a platform, not both");
+      PB_ASSIGN_OR_RETURN(CheckedFile f, check_companion_file(c));
+      files.push_back(std::move(f));
+    }
 
-  // 2. The bundle, locked: its manifest with the plan applied, checked whole, then written.
-  std::error_code ec;
-  const bool created = !fs::exists(dir, ec);
-  fs::create_directories(dir, ec);
-  if (ec) return make_error(Code::kPermissionDenied, "cannot create bundle folder " + dir.string() + ": " + ec.message());
-  PB_ASSIGN_OR_RETURN(fetch::FileLock lock, annotate(fetch::FileLock::acquire(dir / kBundleLockName), "locking bundle " + dir.string()));
-  CreatedFolder folder{dir, created};  // removed (on failure) before the lock is let go
-  auto out = assemble_locked(dir, plan, std::move(targets), wheels, files);
-  if (out) folder.keep = true;
-  return out;
+    // 2. The bundle, locked: its manifest with the plan applied, checked whole, then written.
+    std::error_code ec;
+    const bool created = !fs::exists(dir, ec);
+    fs::create_directories(dir, ec);
+    if (ec) return make_error(Code::kPermissionDenied, "cannot create bundle folder " + dir.string() + ": " + ec.message());
+    PB_ASSIGN_OR_RETURN(fetch::FileLock lock, annotate(fetch::FileLock::acquire(dir / kBundleLockName), "locking bundle " + dir.string()));
+    CreatedFolder folder{dir, created};  // removed (on failure) before the lock is let go
+    auto out = assemble_locked(dir, plan, std::move(targets), wheels, files);
+    if (out) folder.keep = true;
+    return out;
+  });
 }
 
 Expected<Manifest> write_bundle(const fs::path& dir, const std::vector<TargetSource>& targets) {

@@ -66,7 +66,7 @@ struct Assembled {
 };
 
 // Creates or updates DIR as a whole (see above).
-Expected<Assembled> assemble_bundle(const std::filesystem::path& dir, const BundlePlan& plan);
+Expected<Assembled> assemble_bundle(const std::filesystem::path& dir, const BundlePlan& plan) noexcept;
 
 // The same, for one kind of change at a time.
 Expected<Manifest> write_bundle(const std::filesystem::path& dir, const std::vector<TargetSource>& targets);

@@ -21,6 +21,6 @@ struct Boot {
 // Fails when the settings are malformed (select.problem: a PLUGBOARD_* variable that does not parse,
 // named) or discovery itself fails (an explicit bundle that cannot be read or has no targets); a boot
 // in which no target starts is a Boot whose selection.status() says why.
-Expected<Boot> boot(const BootOptions& options);
+Expected<Boot> boot(const BootOptions& options) noexcept;
 
 }  // namespace plugboard::bundle

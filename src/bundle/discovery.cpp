@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "base/environment.h"
+#include "base/no_throw.h"
 #include "bundle/manifest.h"
 
 namespace plugboard::bundle {
@@ -161,25 +162,27 @@ std::vector<select::Candidate> candidates_from_site_packages(const fs::path& sit
   return out;
 }
 
-Expected<Discovery> discover(const DiscoveryOptions& options) {
-  Discovery d;
-  if (options.bundle) {
-    PB_ASSIGN_OR_RETURN(Manifest m, read_manifest(*options.bundle));
-    if (m.targets.empty())
-      return make_error(Code::kNotFound, "bundle " + options.bundle->string() + " has no targets: " +
-                                             (*options.bundle / kManifestName).string() + " lists none (\"targets\": [])");
-    d.candidates = bundle_candidates(*options.bundle, m);
-  }
-  if (options.environment) {
-    // Read with secure_getenv: a setuid/setgid process takes no plugin from its caller's environment.
-    if (auto v = environment_override("PLUGBOARD_PLUGIN_PATH"))
-      for (auto& c : candidates_from_plugin_path(*v, d.notes)) d.candidates.push_back(std::move(c));
-    if (auto v = environment_override("PJRT_NAMES_AND_LIBRARY_PATHS"))
-      for (auto& c : candidates_from_jax_names(*v, d.notes)) d.candidates.push_back(std::move(c));
-  }
-  for (const auto& site : options.site_packages)
-    for (auto& c : candidates_from_site_packages(site, d.notes)) d.candidates.push_back(std::move(c));
-  return d;
+Expected<Discovery> discover(const DiscoveryOptions& options) noexcept {
+  return no_throw("discovering plugins", [&]() -> Expected<Discovery> {
+    Discovery d;
+    if (options.bundle) {
+      PB_ASSIGN_OR_RETURN(Manifest m, read_manifest(*options.bundle));
+      if (m.targets.empty())
+        return make_error(Code::kNotFound, "bundle " + options.bundle->string() + " has no targets: " +
+                                               (*options.bundle / kManifestName).string() + " lists none (\"targets\": [])");
+      d.candidates = bundle_candidates(*options.bundle, m);
+    }
+    if (options.environment) {
+      // Read with secure_getenv: a setuid/setgid process takes no plugin from its caller's environment.
+      if (auto v = environment_override("PLUGBOARD_PLUGIN_PATH"))
+        for (auto& c : candidates_from_plugin_path(*v, d.notes)) d.candidates.push_back(std::move(c));
+      if (auto v = environment_override("PJRT_NAMES_AND_LIBRARY_PATHS"))
+        for (auto& c : candidates_from_jax_names(*v, d.notes)) d.candidates.push_back(std::move(c));
+    }
+    for (const auto& site : options.site_packages)
+      for (auto& c : candidates_from_site_packages(site, d.notes)) d.candidates.push_back(std::move(c));
+    return d;
+  });
 }
 
 }  // namespace plugboard::bundle

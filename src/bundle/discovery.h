@@ -24,7 +24,7 @@ struct Discovery {
   std::vector<std::string> notes;  // what was looked at and skipped, for the report
 };
 
-Expected<Discovery> discover(const DiscoveryOptions& options);
+Expected<Discovery> discover(const DiscoveryOptions& options) noexcept;
 
 // Parsers for the two variables (exposed for tests).
 std::vector<select::Candidate> candidates_from_plugin_path(const std::string& value, std::vector<std::string>& notes);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 
+#include "base/no_throw.h"
 #include "base/regular_file.h"
 #include "base/sha256.h"
 #include "base/strict_json.h"
@@ -166,39 +167,43 @@ Expected<std::filesystem::path> resolve_in_bundle(const std::filesystem::path& b
   return resolved;
 }
 
-Expected<Manifest> parse_manifest(const std::string& text, const std::filesystem::path& dir) {
-  PB_ASSIGN_OR_RETURN(json j, sj::parse(text, manifest_path(dir)));
-  Manifest m;
-  PB_ASSIGN_OR_RETURN(uint64_t schema, in_file(dir, sj::get_uint(j, "schema", "")));
-  if (schema != static_cast<uint64_t>(kManifestSchema))
-    return bad(dir, "schema", "is " + std::to_string(schema) + "; this plugboard reads schema " + std::to_string(kManifestSchema));
-  m.schema = kManifestSchema;
-  auto targets = j.find("targets");
-  if (targets == j.end() || !targets->is_array()) return bad(dir, "targets", "is missing or not a list");
-  std::set<std::string> names;
-  // Checked already (nesting, duplicates, syntax): parsed again only for the order of create options.
-  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-  for (size_t i = 0; i < targets->size(); ++i) {
-    const std::string where = "targets[" + std::to_string(i) + "]";
-    PB_ASSIGN_OR_RETURN(TargetEntry e, parse_target((*targets)[i], dir, where));
-    keep_file_order(e.create_options, ordered, i);
-    if (!names.insert(e.name).second) return bad(dir, where + ".name", "'" + e.name + "' appears twice");
-    m.targets.push_back(std::move(e));
-  }
-  return m;
+Expected<Manifest> parse_manifest(const std::string& text, const std::filesystem::path& dir) noexcept {
+  return no_throw("reading a bundle manifest", [&]() -> Expected<Manifest> {
+    PB_ASSIGN_OR_RETURN(json j, sj::parse(text, manifest_path(dir)));
+    Manifest m;
+    PB_ASSIGN_OR_RETURN(uint64_t schema, in_file(dir, sj::get_uint(j, "schema", "")));
+    if (schema != static_cast<uint64_t>(kManifestSchema))
+      return bad(dir, "schema", "is " + std::to_string(schema) + "; this plugboard reads schema " + std::to_string(kManifestSchema));
+    m.schema = kManifestSchema;
+    auto targets = j.find("targets");
+    if (targets == j.end() || !targets->is_array()) return bad(dir, "targets", "is missing or not a list");
+    std::set<std::string> names;
+    // Checked already (nesting, duplicates, syntax): parsed again only for the order of create options.
+    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    for (size_t i = 0; i < targets->size(); ++i) {
+      const std::string where = "targets[" + std::to_string(i) + "]";
+      PB_ASSIGN_OR_RETURN(TargetEntry e, parse_target((*targets)[i], dir, where));
+      keep_file_order(e.create_options, ordered, i);
+      if (!names.insert(e.name).second) return bad(dir, where + ".name", "'" + e.name + "' appears twice");
+      m.targets.push_back(std::move(e));
+    }
+    return m;
+  });
 }
 
-Expected<Manifest> read_manifest(const std::filesystem::path& dir) {
-  const std::filesystem::path path = dir / kManifestName;
-  // Only a regular file, at most kMaxManifestBytes: a FIFO would hang the read, /dev/zero never end.
-  auto text = read_regular_file(path, kMaxManifestBytes);
-  if (!text) {
-    if (text.error().code() == Code::kNotFound)
-      return make_error(Code::kNotFound, "bundle " + dir.string() + " has no readable " + kManifestName + " (" +
-                                             text.error().message() + ")");
-    return std::unexpected(Error(text.error().code(), "bundle " + dir.string() + ": " + text.error().message()));
-  }
-  return parse_manifest(*text, dir);
+Expected<Manifest> read_manifest(const std::filesystem::path& dir) noexcept {
+  return no_throw("reading a bundle manifest", [&]() -> Expected<Manifest> {
+    const std::filesystem::path path = dir / kManifestName;
+    // Only a regular file, at most kMaxManifestBytes: a FIFO would hang the read, /dev/zero never end.
+    auto text = read_regular_file(path, kMaxManifestBytes);
+    if (!text) {
+      if (text.error().code() == Code::kNotFound)
+        return make_error(Code::kNotFound, "bundle " + dir.string() + " has no readable " + kManifestName + " (" +
+                                               text.error().message() + ")");
+      return std::unexpected(Error(text.error().code(), "bundle " + dir.string() + ": " + text.error().message()));
+    }
+    return parse_manifest(*text, dir);
+  });
 }
 
 Status write_manifest(const std::filesystem::path& dir, const Manifest& m) {

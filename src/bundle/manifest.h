@@ -57,8 +57,8 @@ struct Manifest {
 };
 
 // Reads DIR/plugboard.json and checks it, including that every file resolves inside DIR.
-Expected<Manifest> read_manifest(const std::filesystem::path& bundle_dir);
-Expected<Manifest> parse_manifest(const std::string& text, const std::filesystem::path& bundle_dir);
+Expected<Manifest> read_manifest(const std::filesystem::path& bundle_dir) noexcept;
+Expected<Manifest> parse_manifest(const std::string& text, const std::filesystem::path& bundle_dir) noexcept;
 Status write_manifest(const std::filesystem::path& bundle_dir, const Manifest& manifest);
 
 // `relative` resolved inside `bundle_dir`, following symlinks; an error naming `field` otherwise.

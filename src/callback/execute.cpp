@@ -1,5 +1,6 @@
 #include "callback/execute.h"
 
+#include "base/no_throw.h"
 #include "abi/ffi.h"
 #include "callback/execution_state.h"
 #include "callback/happens_before.h"
@@ -62,54 +63,58 @@ uint64_t CallbackExecution::ordered_calls() const { return state_ ? state_->next
 
 Expected<CallbackExecution> execute_with_callbacks_async(const Executable& executable, std::span<Buffer* const> args,
                                                          std::shared_ptr<const HostCallbacks> callbacks,
-                                                         ExecuteOptions options) {
-  // On the execute path: the message is built only when something fails.
-  auto doing = [&] { return "executing " + executable.name() + " with host callbacks"; };
-  auto failed = [&](Error e) { return std::unexpected(std::move(e).annotate(doing())); };
-  if (!callbacks) return invalid_argument(doing() + ": no receiver (HostCallbacks) given");
-  if (options.context)
-    return invalid_argument(doing() + ": ExecuteOptions.context is set; host callbacks bring their own context");
-  const Client& client = *executable.client();
-  auto ffi = internal::plugin_ffi(client);
-  if (!ffi) return failed(std::move(ffi).error());
+                                                         ExecuteOptions options) noexcept {
+  return no_throw("executing with host callbacks", [&]() -> Expected<CallbackExecution> {
+    // On the execute path: the message is built only when something fails.
+    auto doing = [&] { return "executing " + executable.name() + " with host callbacks"; };
+    auto failed = [&](Error e) { return std::unexpected(std::move(e).annotate(doing())); };
+    if (!callbacks) return invalid_argument(doing() + ": no receiver (HostCallbacks) given");
+    if (options.context)
+      return invalid_argument(doing() + ": ExecuteOptions.context is set; host callbacks bring their own context");
+    const Client& client = *executable.client();
+    auto ffi = internal::plugin_ffi(client);
+    if (!ffi) return failed(std::move(ffi).error());
 
-  auto state = std::make_shared<internal::ExecutionState>();
-  state->receiver = std::move(callbacks);
-  state->receiver->freeze();
-  state->id = state->receiver->next_execution();
-  auto context = ExecuteContext::create(client);
-  if (!context) return failed(std::move(context).error());
-  state->context = std::move(*context);
-  if (auto added = abi::ffi_add_user_data(client.plugin().api(), *(*ffi)->extension, state->context.raw(),
-                                          (*ffi)->type_id, state.get());
-      !added)
-    return failed(std::move(added).error());
-  options.context = state->context.raw();
+    auto state = std::make_shared<internal::ExecutionState>();
+    state->receiver = std::move(callbacks);
+    state->receiver->freeze();
+    state->id = state->receiver->next_execution();
+    auto context = ExecuteContext::create(client);
+    if (!context) return failed(std::move(context).error());
+    state->context = std::move(*context);
+    if (auto added = abi::ffi_add_user_data(client.plugin().api(), *(*ffi)->extension, state->context.raw(),
+                                            (*ffi)->type_id, state.get());
+        !added)
+      return failed(std::move(added).error());
+    options.context = state->context.raw();
 
-  CallbackExecution run;
-  run.name_ = executable.name();
-  run.state_ = state;
-  state->receiver->delivery().begin_execution();
-  auto started = executable.execute_async(args, options);
-  if (!started) {
-    run.awaited_ = true;
-    // Whatever ordered calls it made before failing are still delivered first.
-    state->receiver->delivery().wait_for(state->last_ticket.load());
-    state->receiver->delivery().end_execution();
-    return std::unexpected(std::move(started).error());
-  }
-  run.outputs = std::move(started->outputs);
-  run.done_ = std::move(started->done);
-  return run;
+    CallbackExecution run;
+    run.name_ = executable.name();
+    run.state_ = state;
+    state->receiver->delivery().begin_execution();
+    auto started = executable.execute_async(args, options);
+    if (!started) {
+      run.awaited_ = true;
+      // Whatever ordered calls it made before failing are still delivered first.
+      state->receiver->delivery().wait_for(state->last_ticket.load());
+      state->receiver->delivery().end_execution();
+      return std::unexpected(std::move(started).error());
+    }
+    run.outputs = std::move(started->outputs);
+    run.done_ = std::move(started->done);
+    return run;
+  });
 }
 
 Expected<std::vector<Buffer>> execute_with_callbacks(const Executable& executable, std::span<Buffer* const> args,
                                                      std::shared_ptr<const HostCallbacks> callbacks,
-                                                     ExecuteOptions options) {
-  PB_ASSIGN_OR_RETURN(CallbackExecution run,
-                      execute_with_callbacks_async(executable, args, std::move(callbacks), std::move(options)));
-  PB_RETURN_IF_ERROR(run.await());
-  return std::move(run.outputs);
+                                                     ExecuteOptions options) noexcept {
+  return no_throw("executing with host callbacks", [&]() -> Expected<std::vector<Buffer>> {
+    PB_ASSIGN_OR_RETURN(CallbackExecution run,
+                        execute_with_callbacks_async(executable, args, std::move(callbacks), std::move(options)));
+    PB_RETURN_IF_ERROR(run.await());
+    return std::move(run.outputs);
+  });
 }
 
 }  // namespace plugboard

@@ -42,7 +42,7 @@ class CallbackExecution {
  private:
   friend Expected<CallbackExecution> execute_with_callbacks_async(const Executable&, std::span<Buffer* const>,
                                                                   std::shared_ptr<const HostCallbacks>,
-                                                                  ExecuteOptions);
+                                                                  ExecuteOptions) noexcept;
   CallbackExecution() = default;
   Event done_;
   std::shared_ptr<internal::ExecutionState> state_;
@@ -56,10 +56,10 @@ class CallbackExecution {
 // `options.context` must be null: the context is this function's.
 Expected<CallbackExecution> execute_with_callbacks_async(const Executable& executable, std::span<Buffer* const> args,
                                                          std::shared_ptr<const HostCallbacks> callbacks,
-                                                         ExecuteOptions options = {});
+                                                         ExecuteOptions options = {}) noexcept;
 // The same, waiting as CallbackExecution::await() does.
 Expected<std::vector<Buffer>> execute_with_callbacks(const Executable& executable, std::span<Buffer* const> args,
                                                      std::shared_ptr<const HostCallbacks> callbacks,
-                                                     ExecuteOptions options = {});
+                                                     ExecuteOptions options = {}) noexcept;
 
 }  // namespace plugboard

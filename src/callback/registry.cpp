@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 
+#include "base/no_throw.h"
 #include "abi/ffi.h"
 #include "callback/device_bridge.h"
 #include "callback/execute.h"
@@ -157,9 +158,11 @@ Status declare_callback_target(const Client& client, std::string_view name) {
   return register_target_locked(*ffi, name);
 }
 
-Status declare_callbacks(const Client& client, const HostCallbacks& callbacks) {
-  for (const std::string& name : callbacks.names()) PB_RETURN_IF_ERROR(declare_callback_target(client, name));
-  return ok();
+Status declare_callbacks(const Client& client, const HostCallbacks& callbacks) noexcept {
+  return no_throw("declaring host callbacks", [&]() -> Status {
+    for (const std::string& name : callbacks.names()) PB_RETURN_IF_ERROR(declare_callback_target(client, name));
+    return ok();
+  });
 }
 
 }  // namespace plugboard

@@ -17,7 +17,7 @@ namespace plugboard {
 // registered there by plugboard cost nothing. Must come before compiling the programs that call them
 // (the plugin refuses to compile a call to a target it does not know). The first use on a plugin runs
 // the self-test (see check_callbacks). Errors name the plugin and the target.
-Status declare_callbacks(const Client& client, const HostCallbacks& callbacks);
+Status declare_callbacks(const Client& client, const HostCallbacks& callbacks) noexcept;
 Status declare_callback_target(const Client& client, std::string_view name);
 
 // Whether host callbacks work on `client`'s plugin: registers, compiles and runs a probe program

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/no_throw.h"
 #include "base/regular_file.h"
 #include "base/sha256.h"
 #include "fetch/cache.h"
@@ -203,68 +204,72 @@ fs::path default_cache_dir() {
   return fs::temp_directory_path(ec) / "plugboard-cache";
 }
 
-Expected<std::vector<FetchedPlugin>> fetch(std::span<const PackageSpec> packages, const FetchOptions& options) {
-  if (const auto& table = embedded_known_packages(); !table)
-    return make_error(Code::kInternal, "the embedded table of known packages is malformed: " + table.error().to_string());
-  if (packages.empty()) return invalid_argument("no package to fetch: give NAME==VERSION");
-  for (const PackageSpec& spec : packages) PB_RETURN_IF_ERROR(annotate(check_package_spec(spec), "fetch()"));
-  if (options.offline_from) {
-    std::error_code ec;
-    if (!fs::is_directory(*options.offline_from, ec))
-      return make_error(Code::kNotFound, "wheel folder " + options.offline_from->string() + " (--from) is not a folder");
-  }
-  const fs::path lock_path = options.lock_path.empty() ? fs::path("plugboard.lock") : options.lock_path;
-  PB_ASSIGN_OR_RETURN(const LockFile lock, read_lock(lock_path));
-  PB_ASSIGN_OR_RETURN(const Cache cache, Cache::open(options.cache_dir.empty() ? default_cache_dir() : options.cache_dir));
+Expected<std::vector<FetchedPlugin>> fetch(std::span<const PackageSpec> packages, const FetchOptions& options) noexcept {
+  return no_throw("fetching plugins", [&]() -> Expected<std::vector<FetchedPlugin>> {
+    if (const auto& table = embedded_known_packages(); !table)
+      return make_error(Code::kInternal, "the embedded table of known packages is malformed: " + table.error().to_string());
+    if (packages.empty()) return invalid_argument("no package to fetch: give NAME==VERSION");
+    for (const PackageSpec& spec : packages) PB_RETURN_IF_ERROR(annotate(check_package_spec(spec), "fetch()"));
+    if (options.offline_from) {
+      std::error_code ec;
+      if (!fs::is_directory(*options.offline_from, ec))
+        return make_error(Code::kNotFound, "wheel folder " + options.offline_from->string() + " (--from) is not a folder");
+    }
+    const fs::path lock_path = options.lock_path.empty() ? fs::path("plugboard.lock") : options.lock_path;
+    PB_ASSIGN_OR_RETURN(const LockFile lock, read_lock(lock_path));
+    PB_ASSIGN_OR_RETURN(const Cache cache, Cache::open(options.cache_dir.empty() ? default_cache_dir() : options.cache_dir));
 
-  const Context ctx{options, lock_path, lock, cache};
-  std::vector<FetchedPlugin> fetched;
-  for (const PackageSpec& spec : packages) {
-    auto one = fetch_one(spec, ctx);
-    if (!one) return std::unexpected(std::move(one).error().annotate("fetching " + spec.to_string()));
-    fetched.push_back(std::move(*one));
-  }
-  if (options.write_lock) {
-    std::vector<LockEntry> entries;
-    for (const FetchedPlugin& f : fetched)
-      entries.push_back({normalize_package_name(f.spec.name), f.spec.version, f.wheel, f.wheel_sha256, f.plugin_path,
-                         f.plugin_sha256, false});
-    PB_RETURN_IF_ERROR(update_lock(lock_path, cache, entries));
-  }
-  return fetched;
+    const Context ctx{options, lock_path, lock, cache};
+    std::vector<FetchedPlugin> fetched;
+    for (const PackageSpec& spec : packages) {
+      auto one = fetch_one(spec, ctx);
+      if (!one) return std::unexpected(std::move(one).error().annotate("fetching " + spec.to_string()));
+      fetched.push_back(std::move(*one));
+    }
+    if (options.write_lock) {
+      std::vector<LockEntry> entries;
+      for (const FetchedPlugin& f : fetched)
+        entries.push_back({normalize_package_name(f.spec.name), f.spec.version, f.wheel, f.wheel_sha256, f.plugin_path,
+                           f.plugin_sha256, false});
+      PB_RETURN_IF_ERROR(update_lock(lock_path, cache, entries));
+    }
+    return fetched;
+  });
 }
 
 }  // namespace plugboard::fetch
 
 namespace plugboard::fetch {
 
-Expected<FetchedWheel> fetch_wheel(const PackageSpec& spec, const FetchOptions& options) {
-  PB_RETURN_IF_ERROR(annotate(check_package_spec(spec), "fetch_wheel()"));
-  const fs::path lock_path = options.lock_path.empty() ? fs::path("plugboard.lock") : options.lock_path;
-  PB_ASSIGN_OR_RETURN(const LockFile lock, read_lock(lock_path));
-  PB_ASSIGN_OR_RETURN(const Cache cache, Cache::open(options.cache_dir.empty() ? default_cache_dir() : options.cache_dir));
-  const Context ctx{options, lock_path, lock, cache};
-  const std::string what = "fetching " + spec.to_string();
-  const LockEntry* locked = lock.find(spec.name, spec.version);
-  if (locked && !locked->companion)
-    return make_error(Code::kFailedPrecondition, what + ": it is locked in " + lock_path.string() +
-                                                     " as a plugin, not as a companion wheel");
-  FetchedWheel out{spec, {}, {}};
-  if (options.offline_from) {
-    PB_ASSIGN_OR_RETURN(out.wheel, annotate(find_offline_wheel(spec, *options.offline_from, locked), what));
-  } else {
-    PB_ASSIGN_OR_RETURN(out.wheel, annotate(download_wheel(spec, ctx, locked), what));
-  }
-  PB_ASSIGN_OR_RETURN(out.wheel_sha256, annotate(hash_wheel(out.wheel, options.progress), what));
-  if (locked && out.wheel_sha256 != locked->wheel_sha256)
-    return std::unexpected(lock_mismatch(spec, "the sha256 of wheel " + out.wheel.string(), lock_path,
-                                         locked->wheel_sha256, out.wheel_sha256, Code::kDataLoss)
-                               .error()
-                               .annotate(what));
-  if (options.write_lock)
-    PB_RETURN_IF_ERROR(update_lock(lock_path, cache, {{normalize_package_name(spec.name), spec.version,
-                                                       out.wheel.filename().string(), out.wheel_sha256, "", "", true}}));
-  return out;
+Expected<FetchedWheel> fetch_wheel(const PackageSpec& spec, const FetchOptions& options) noexcept {
+  return no_throw("fetching a wheel", [&]() -> Expected<FetchedWheel> {
+    PB_RETURN_IF_ERROR(annotate(check_package_spec(spec), "fetch_wheel()"));
+    const fs::path lock_path = options.lock_path.empty() ? fs::path("plugboard.lock") : options.lock_path;
+    PB_ASSIGN_OR_RETURN(const LockFile lock, read_lock(lock_path));
+    PB_ASSIGN_OR_RETURN(const Cache cache, Cache::open(options.cache_dir.empty() ? default_cache_dir() : options.cache_dir));
+    const Context ctx{options, lock_path, lock, cache};
+    const std::string what = "fetching " + spec.to_string();
+    const LockEntry* locked = lock.find(spec.name, spec.version);
+    if (locked && !locked->companion)
+      return make_error(Code::kFailedPrecondition, what + ": it is locked in " + lock_path.string() +
+                                                       " as a plugin, not as a companion wheel");
+    FetchedWheel out{spec, {}, {}};
+    if (options.offline_from) {
+      PB_ASSIGN_OR_RETURN(out.wheel, annotate(find_offline_wheel(spec, *options.offline_from, locked), what));
+    } else {
+      PB_ASSIGN_OR_RETURN(out.wheel, annotate(download_wheel(spec, ctx, locked), what));
+    }
+    PB_ASSIGN_OR_RETURN(out.wheel_sha256, annotate(hash_wheel(out.wheel, options.progress), what));
+    if (locked && out.wheel_sha256 != locked->wheel_sha256)
+      return std::unexpected(lock_mismatch(spec, "the sha256 of wheel " + out.wheel.string(), lock_path,
+                                           locked->wheel_sha256, out.wheel_sha256, Code::kDataLoss)
+                                 .error()
+                                 .annotate(what));
+    if (options.write_lock)
+      PB_RETURN_IF_ERROR(update_lock(lock_path, cache, {{normalize_package_name(spec.name), spec.version,
+                                                         out.wheel.filename().string(), out.wheel_sha256, "", "", true}}));
+    return out;
+  });
 }
 
 }  // namespace plugboard::fetch

@@ -61,7 +61,7 @@ struct LockFile {
   const LockEntry* find(std::string_view package, std::string_view version) const;
 };
 // A missing file reads as an empty lock; a malformed one is an error naming the file and the line/field.
-Expected<LockFile> read_lock(const std::filesystem::path& path);
+Expected<LockFile> read_lock(const std::filesystem::path& path) noexcept;
 Status write_lock(const std::filesystem::path& path, const LockFile& lock);  // temp + rename
 
 struct FetchOptions {
@@ -95,7 +95,7 @@ std::filesystem::path default_cache_dir();
 // Fetches each package; with an entry in the lock, the wheel's and the plugin's sha256 must match it
 // (a mismatch is an error naming the package, both hashes, and the lock file). Safe to run in parallel
 // with itself (a file lock per cache entry); a failed or interrupted fetch leaves no partial file.
-Expected<std::vector<FetchedPlugin>> fetch(std::span<const PackageSpec> packages, const FetchOptions& options);
+Expected<std::vector<FetchedPlugin>> fetch(std::span<const PackageSpec> packages, const FetchOptions& options) noexcept;
 
 // A whole wheel (a plugin's companion libraries, e.g. nvidia-cuda-runtime-cu13), obtained as fetch()
 // obtains a plugin's, and pinned like one: held to its entry in the lock file (kind "companion"), pip
@@ -106,6 +106,6 @@ struct FetchedWheel {
   std::filesystem::path wheel;
   std::string wheel_sha256;
 };
-Expected<FetchedWheel> fetch_wheel(const PackageSpec& spec, const FetchOptions& options);
+Expected<FetchedWheel> fetch_wheel(const PackageSpec& spec, const FetchOptions& options) noexcept;
 
 }  // namespace plugboard::fetch

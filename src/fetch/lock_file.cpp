@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/regular_file.h"
+#include "base/no_throw.h"
 #include "base/sha256.h"
 #include "base/strict_json.h"
 #include "fetch/fetch.h"
@@ -48,54 +49,56 @@ const LockEntry* LockFile::find(std::string_view package, std::string_view versi
   return nullptr;
 }
 
-Expected<LockFile> read_lock(const std::filesystem::path& path) {
-  const std::string file = path.string();
-  auto text = read_regular_file(path, kMaxManifestBytes);
-  if (!text && text.error().code() == Code::kNotFound) return LockFile{};
-  if (!text) return std::unexpected(std::move(text).error().annotate("reading lock file " + file));
-  auto parsed = strict_json::parse(*text, file);
-  if (!parsed) {
-    // "not valid JSON" whatever the parser's own words, so that the message says what to fix.
-    if (parsed.error().message().find("not valid JSON") != std::string::npos)
-      return invalid_argument(file + ": not valid JSON (" + parsed.error().message() + ")");
-    return std::unexpected(std::move(parsed).error());
-  }
-  const nlohmann::json& doc = *parsed;
-  if (!doc.contains("schema") || !doc["schema"].is_number_integer())
-    return invalid_argument(file + ": schema: missing or not an integer");
-  if (doc["schema"] != kLockSchema)
-    return invalid_argument(file + ": schema: version " + doc["schema"].dump() + " is not supported (expected " +
-                            std::to_string(kLockSchema) + ")");
-  if (!doc.contains("packages") || !doc["packages"].is_array())
-    return invalid_argument(file + ": packages: missing or not an array");
-
-  LockFile lock;
-  const nlohmann::json& packages = doc["packages"];
-  for (size_t i = 0; i < packages.size(); ++i) {
-    const nlohmann::json& e = packages[i];
-    const std::string where = file + ": packages[" + std::to_string(i) + "]";
-    if (!e.is_object()) return invalid_argument(where + ": expected an object");
-    LockEntry entry;
-    PB_ASSIGN_OR_RETURN(std::optional<std::string> kind, strict_json::get_optional_string(e, "kind", where));
-    if (kind && *kind != "plugin" && *kind != "companion")
-      return invalid_argument(where + ".kind: \"" + *kind + "\" is neither \"plugin\" nor \"companion\"");
-    entry.companion = kind && *kind == "companion";
-    PB_ASSIGN_OR_RETURN(entry.package, read_field(e, where, "package", false));
-    PB_ASSIGN_OR_RETURN(entry.version, read_field(e, where, "version", false));
-    PB_ASSIGN_OR_RETURN(entry.wheel, read_field(e, where, "wheel", false));
-    PB_ASSIGN_OR_RETURN(entry.wheel_sha256, read_field(e, where, "wheel_sha256", true));
-    if (!entry.companion) {
-      PB_ASSIGN_OR_RETURN(entry.plugin_path, read_field(e, where, "plugin_path", false));
-      PB_ASSIGN_OR_RETURN(entry.plugin_sha256, read_field(e, where, "plugin_sha256", true));
+Expected<LockFile> read_lock(const std::filesystem::path& path) noexcept {
+  return no_throw("reading a lock file", [&]() -> Expected<LockFile> {
+    const std::string file = path.string();
+    auto text = read_regular_file(path, kMaxManifestBytes);
+    if (!text && text.error().code() == Code::kNotFound) return LockFile{};
+    if (!text) return std::unexpected(std::move(text).error().annotate("reading lock file " + file));
+    auto parsed = strict_json::parse(*text, file);
+    if (!parsed) {
+      // "not valid JSON" whatever the parser's own words, so that the message says what to fix.
+      if (parsed.error().message().find("not valid JSON") != std::string::npos)
+        return invalid_argument(file + ": not valid JSON (" + parsed.error().message() + ")");
+      return std::unexpected(std::move(parsed).error());
     }
-    if (entry.package != normalize_package_name(entry.package))
-      return invalid_argument(where + ".package: \"" + entry.package + "\" is not a normalized name (expected \"" +
-                              normalize_package_name(entry.package) + "\")");
-    if (lock.find(entry.package, entry.version))
-      return invalid_argument(where + ": " + entry.package + "==" + entry.version + " is listed twice");
-    lock.entries.push_back(std::move(entry));
-  }
-  return lock;
+    const nlohmann::json& doc = *parsed;
+    if (!doc.contains("schema") || !doc["schema"].is_number_integer())
+      return invalid_argument(file + ": schema: missing or not an integer");
+    if (doc["schema"] != kLockSchema)
+      return invalid_argument(file + ": schema: version " + doc["schema"].dump() + " is not supported (expected " +
+                              std::to_string(kLockSchema) + ")");
+    if (!doc.contains("packages") || !doc["packages"].is_array())
+      return invalid_argument(file + ": packages: missing or not an array");
+
+    LockFile lock;
+    const nlohmann::json& packages = doc["packages"];
+    for (size_t i = 0; i < packages.size(); ++i) {
+      const nlohmann::json& e = packages[i];
+      const std::string where = file + ": packages[" + std::to_string(i) + "]";
+      if (!e.is_object()) return invalid_argument(where + ": expected an object");
+      LockEntry entry;
+      PB_ASSIGN_OR_RETURN(std::optional<std::string> kind, strict_json::get_optional_string(e, "kind", where));
+      if (kind && *kind != "plugin" && *kind != "companion")
+        return invalid_argument(where + ".kind: \"" + *kind + "\" is neither \"plugin\" nor \"companion\"");
+      entry.companion = kind && *kind == "companion";
+      PB_ASSIGN_OR_RETURN(entry.package, read_field(e, where, "package", false));
+      PB_ASSIGN_OR_RETURN(entry.version, read_field(e, where, "version", false));
+      PB_ASSIGN_OR_RETURN(entry.wheel, read_field(e, where, "wheel", false));
+      PB_ASSIGN_OR_RETURN(entry.wheel_sha256, read_field(e, where, "wheel_sha256", true));
+      if (!entry.companion) {
+        PB_ASSIGN_OR_RETURN(entry.plugin_path, read_field(e, where, "plugin_path", false));
+        PB_ASSIGN_OR_RETURN(entry.plugin_sha256, read_field(e, where, "plugin_sha256", true));
+      }
+      if (entry.package != normalize_package_name(entry.package))
+        return invalid_argument(where + ".package: \"" + entry.package + "\" is not a normalized name (expected \"" +
+                                normalize_package_name(entry.package) + "\")");
+      if (lock.find(entry.package, entry.version))
+        return invalid_argument(where + ": " + entry.package + "==" + entry.version + " is listed twice");
+      lock.entries.push_back(std::move(entry));
+    }
+    return lock;
+  });
 }
 
 Status write_lock(const std::filesystem::path& path, const LockFile& lock) {

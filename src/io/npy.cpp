@@ -14,6 +14,7 @@
 #include <system_error>
 #include <utility>
 
+#include "base/no_throw.h"
 #include "base/regular_file.h"
 #include "base/unique_fd.h"
 
@@ -515,40 +516,42 @@ Expected<HostArray> parse_npy(std::span<const std::byte> bytes, std::string_view
   return array;
 }
 
-Expected<HostArray> read_npy(const std::filesystem::path& path, std::optional<DType> expected) {
-  // A regular file only (a FIFO, /dev/zero or a directory is refused without reading), and never more
-  // than its header declares: the header is read first, the file's size checked against it, and then
-  // exactly the declared data is read.
-  PB_ASSIGN_OR_RETURN(UniqueFd fd, open_regular_file(path));
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return errno_error(errno, "cannot stat", path);
-  const auto file_size = static_cast<uint64_t>(st.st_size);
-  const std::string source = path.string();
+Expected<HostArray> read_npy(const std::filesystem::path& path, std::optional<DType> expected) noexcept {
+  return no_throw("reading an .npy file", [&]() -> Expected<HostArray> {
+    // A regular file only (a FIFO, /dev/zero or a directory is refused without reading), and never more
+    // than its header declares: the header is read first, the file's size checked against it, and then
+    // exactly the declared data is read.
+    PB_ASSIGN_OR_RETURN(UniqueFd fd, open_regular_file(path));
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) return errno_error(errno, "cannot stat", path);
+    const auto file_size = static_cast<uint64_t>(st.st_size);
+    const std::string source = path.string();
 
-  std::array<std::byte, 12> first{};
-  const size_t first_size = static_cast<size_t>(std::min<uint64_t>(file_size, first.size()));
-  PB_RETURN_IF_ERROR(pread_exact(fd, std::span(first).first(first_size), 0, path));
-  PB_ASSIGN_OR_RETURN(auto preamble, parse_preamble(std::span(first).first(first_size), file_size, source));
-  const auto [offset, hlen] = preamble;
-  std::string text(hlen, '\0');
-  PB_RETURN_IF_ERROR(pread_exact(fd, std::as_writable_bytes(std::span(text)), offset, path));
-  PB_ASSIGN_OR_RETURN(Layout layout, parse_layout(text, offset + hlen, file_size, source, expected));
-  if (layout.data_bytes > kMaxArrayBytes)
-    return npy_error(source, Code::kResourceExhausted,
-                     shape_string(layout.dtype, layout.dims) + " is " + std::to_string(layout.data_bytes) +
-                         " bytes, more than the limit of " + std::to_string(kMaxArrayBytes));
+    std::array<std::byte, 12> first{};
+    const size_t first_size = static_cast<size_t>(std::min<uint64_t>(file_size, first.size()));
+    PB_RETURN_IF_ERROR(pread_exact(fd, std::span(first).first(first_size), 0, path));
+    PB_ASSIGN_OR_RETURN(auto preamble, parse_preamble(std::span(first).first(first_size), file_size, source));
+    const auto [offset, hlen] = preamble;
+    std::string text(hlen, '\0');
+    PB_RETURN_IF_ERROR(pread_exact(fd, std::as_writable_bytes(std::span(text)), offset, path));
+    PB_ASSIGN_OR_RETURN(Layout layout, parse_layout(text, offset + hlen, file_size, source, expected));
+    if (layout.data_bytes > kMaxArrayBytes)
+      return npy_error(source, Code::kResourceExhausted,
+                       shape_string(layout.dtype, layout.dims) + " is " + std::to_string(layout.data_bytes) +
+                           " bytes, more than the limit of " + std::to_string(kMaxArrayBytes));
 
-  HostArray array;
-  array.dtype = layout.dtype;
-  array.dims = std::move(layout.dims);
-  try {
-    array.data.resize(layout.data_bytes);
-  } catch (const std::bad_alloc&) {
-    return npy_error(source, Code::kResourceExhausted,
-                     "no memory for the " + std::to_string(layout.data_bytes) + " bytes of data");
-  }
-  PB_RETURN_IF_ERROR(pread_exact(fd, array.data, layout.data_offset, path));
-  return array;
+    HostArray array;
+    array.dtype = layout.dtype;
+    array.dims = std::move(layout.dims);
+    try {
+      array.data.resize(layout.data_bytes);
+    } catch (const std::bad_alloc&) {
+      return npy_error(source, Code::kResourceExhausted,
+                       "no memory for the " + std::to_string(layout.data_bytes) + " bytes of data");
+    }
+    PB_RETURN_IF_ERROR(pread_exact(fd, array.data, layout.data_offset, path));
+    return array;
+  });
 }
 
 std::vector<std::byte> encode_npy(const HostArray& array) {

@@ -36,7 +36,7 @@ Expected<HostArray> parse_npy(std::span<const std::byte> bytes, std::string_view
 // header declares: the header is read first and the file's size checked against it (DATA_LOSS for less
 // data, INVALID_ARGUMENT for trailing bytes) before exactly the declared data is read; data larger than
 // kMaxArrayBytes (base/regular_file.h) is RESOURCE_EXHAUSTED, as is a header over 1 MiB.
-Expected<HostArray> read_npy(const std::filesystem::path& path, std::optional<DType> expected = std::nullopt);
+Expected<HostArray> read_npy(const std::filesystem::path& path, std::optional<DType> expected = std::nullopt) noexcept;
 
 // The file numpy.save would write for this array: version 1.0 (2.0 only for a header past 65535 bytes),
 // header "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }" padded with spaces and a '\n'

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 
+#include "base/no_throw.h"
 #include "abi/api.h"
 #include "plugin/native_library.h"
 #include "plugin/plugin_output.h"
@@ -311,8 +312,10 @@ LoadTrace load_plugin_traced(const std::filesystem::path& requested) {
   return trace;
 }
 
-Expected<std::shared_ptr<const Plugin>> load_plugin(const std::filesystem::path& path) {
-  return load_plugin_traced(path).plugin;
+Expected<std::shared_ptr<const Plugin>> load_plugin(const std::filesystem::path& path) noexcept {
+  return no_throw("loading plugin", [&]() -> Expected<std::shared_ptr<const Plugin>> {
+    return load_plugin_traced(path).plugin;
+  });
 }
 
 std::vector<std::shared_ptr<const Plugin>> loaded_plugins() {

@@ -105,7 +105,7 @@ class Plugin {
 // load), FAILED_PRECONDITION (dlopen failed, with dlerror; no GetPjrtApi; null API; unsupported
 // version), INTERNAL (the plugin handed back a null list with a count, ...), or the plugin's own error
 // from PJRT_Plugin_Initialize.
-Expected<std::shared_ptr<const Plugin>> load_plugin(const std::filesystem::path& path);
+Expected<std::shared_ptr<const Plugin>> load_plugin(const std::filesystem::path& path) noexcept;
 
 // The same load, traced for the selection report: which step failed, and how long each step took.
 enum class LoadStep { kLoad, kInitialize };  // dlopen..version check | Initialize, attributes, extensions

@@ -1,5 +1,6 @@
 #include "runtime/buffer.h"
 
+#include "base/no_throw.h"
 #include "abi/api.h"
 #include "runtime/client.h"
 
@@ -71,16 +72,20 @@ Expected<Event> Buffer::to_host_async(std::span<std::byte> dst) const {
   return Event(client_, args.event);
 }
 
-Status Buffer::to_host(std::span<std::byte> dst) const {
-  if (dst.empty() && byte_size() == 0 && handle_) return ok();  // zero-size: nothing to copy
-  PB_ASSIGN_OR_RETURN(Event event, to_host_async(dst));
-  return event.await();
+Status Buffer::to_host(std::span<std::byte> dst) const noexcept {
+  return no_throw("copying a buffer to the host", [&]() -> Status {
+    if (dst.empty() && byte_size() == 0 && handle_) return ok();  // zero-size: nothing to copy
+    PB_ASSIGN_OR_RETURN(Event event, to_host_async(dst));
+    return event.await();
+  });
 }
 
-Expected<std::vector<std::byte>> Buffer::to_host() const {
-  std::vector<std::byte> out(byte_size());
-  PB_RETURN_IF_ERROR(to_host(out));
-  return out;
+Expected<std::vector<std::byte>> Buffer::to_host() const noexcept {
+  return no_throw("copying a buffer to the host", [&]() -> Expected<std::vector<std::byte>> {
+    std::vector<std::byte> out(byte_size());
+    PB_RETURN_IF_ERROR(to_host(out));
+    return out;
+  });
 }
 
 }  // namespace plugboard

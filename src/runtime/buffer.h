@@ -40,11 +40,11 @@ class Buffer {
   // Completes when the buffer's contents are computed or transferred.
   Expected<Event> ready_event() const;
   // Copies the contents into `dst`, which must be exactly byte_size() bytes; blocks until done.
-  Status to_host(std::span<std::byte> dst) const;
+  Status to_host(std::span<std::byte> dst) const noexcept;
   // Starts the copy; `dst` must stay valid until the returned event fires.
   Expected<Event> to_host_async(std::span<std::byte> dst) const;
   // Convenience: a fresh vector with the contents.
-  Expected<std::vector<std::byte>> to_host() const;
+  Expected<std::vector<std::byte>> to_host() const noexcept;
 
   PJRT_Buffer* raw() const { return handle_; }
   // "f32[4,8]"

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "base/no_throw.h"
 #include "abi/api.h"
 #include "plugin/plugin_output.h"
 #include "runtime/executable_internal.h"
@@ -73,49 +74,51 @@ Expected<DeviceInfo> describe(const abi::Api& api, PJRT_Device* device) {
 
 }  // namespace
 
-Expected<std::shared_ptr<Client>> Client::create(std::shared_ptr<const Plugin> plugin, const ClientOptions& options) {
-  if (!plugin) return invalid_argument("Client::create: no plugin given");
-  const abi::Api& api = plugin->api();
-  const std::string doing = "creating a client of " + plugin->path().string();
+Expected<std::shared_ptr<Client>> Client::create(std::shared_ptr<const Plugin> plugin, const ClientOptions& options) noexcept {
+  return no_throw("creating a client", [&]() -> Expected<std::shared_ptr<Client>> {
+    if (!plugin) return invalid_argument("Client::create: no plugin given");
+    const abi::Api& api = plugin->api();
+    const std::string doing = "creating a client of " + plugin->path().string();
 
-  std::vector<PJRT_NamedValue> named = to_pjrt(options.create_options);
-  auto args = PB_PJRT_ARGS(PJRT_Client_Create_Args);
-  args.create_options = named.data();
-  args.num_options = named.size();
-  PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Client_Create, args), doing));
+    std::vector<PJRT_NamedValue> named = to_pjrt(options.create_options);
+    auto args = PB_PJRT_ARGS(PJRT_Client_Create_Args);
+    args.create_options = named.data();
+    args.num_options = named.size();
+    PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Client_Create, args), doing));
 
-  std::shared_ptr<Client> client(new Client());
-  client->plugin_ = std::move(plugin);
-  client->client_ = args.client;  // owned from here: ~Client destroys it on any early return
+    std::shared_ptr<Client> client(new Client());
+    client->plugin_ = std::move(plugin);
+    client->client_ = args.client;  // owned from here: ~Client destroys it on any early return
 
-  auto name = PB_PJRT_ARGS(PJRT_Client_PlatformName_Args);
-  name.client = client->client_;
-  PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Client_PlatformName, name), doing));
-  client->platform_name_.assign(abi::view(name.platform_name, name.platform_name_size));
+    auto name = PB_PJRT_ARGS(PJRT_Client_PlatformName_Args);
+    name.client = client->client_;
+    PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Client_PlatformName, name), doing));
+    client->platform_name_.assign(abi::view(name.platform_name, name.platform_name_size));
 
-  auto version = PB_PJRT_ARGS(PJRT_Client_PlatformVersion_Args);
-  version.client = client->client_;
-  if (PB_PJRT_CALL(api, PJRT_Client_PlatformVersion, version))
-    client->platform_version_.assign(abi::view(version.platform_version, version.platform_version_size));
+    auto version = PB_PJRT_ARGS(PJRT_Client_PlatformVersion_Args);
+    version.client = client->client_;
+    if (PB_PJRT_CALL(api, PJRT_Client_PlatformVersion, version))
+      client->platform_version_.assign(abi::view(version.platform_version, version.platform_version_size));
 
-  auto devices = PB_PJRT_ARGS(PJRT_Client_AddressableDevices_Args);
-  devices.client = client->client_;
-  PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Client_AddressableDevices, devices), doing));
-  // The list and every device in it are the plugin's word: checked before they are read or passed on.
-  PB_ASSIGN_OR_RETURN(std::span<PJRT_Device* const> listed,
-                      annotate(plugin_output::list(api, "PJRT_Client_AddressableDevices", "addressable_devices",
-                                                   static_cast<PJRT_Device* const*>(devices.addressable_devices),
-                                                   devices.num_addressable_devices),
-                               doing));
-  for (size_t i = 0; i < listed.size(); ++i) {
-    PB_ASSIGN_OR_RETURN(PJRT_Device * d, annotate(plugin_output::non_null(api, "PJRT_Client_AddressableDevices",
-                                                                         "device " + std::to_string(i), listed[i]),
-                                                  doing));
-    PB_ASSIGN_OR_RETURN(DeviceInfo info, annotate(describe(api, d), doing + ": describing device " + std::to_string(i)));
-    client->devices_.push_back(std::move(info));
-    client->device_handles_.push_back(d);
-  }
-  return client;
+    auto devices = PB_PJRT_ARGS(PJRT_Client_AddressableDevices_Args);
+    devices.client = client->client_;
+    PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Client_AddressableDevices, devices), doing));
+    // The list and every device in it are the plugin's word: checked before they are read or passed on.
+    PB_ASSIGN_OR_RETURN(std::span<PJRT_Device* const> listed,
+                        annotate(plugin_output::list(api, "PJRT_Client_AddressableDevices", "addressable_devices",
+                                                     static_cast<PJRT_Device* const*>(devices.addressable_devices),
+                                                     devices.num_addressable_devices),
+                                 doing));
+    for (size_t i = 0; i < listed.size(); ++i) {
+      PB_ASSIGN_OR_RETURN(PJRT_Device * d, annotate(plugin_output::non_null(api, "PJRT_Client_AddressableDevices",
+                                                                           "device " + std::to_string(i), listed[i]),
+                                                    doing));
+      PB_ASSIGN_OR_RETURN(DeviceInfo info, annotate(describe(api, d), doing + ": describing device " + std::to_string(i)));
+      client->devices_.push_back(std::move(info));
+      client->device_handles_.push_back(d);
+    }
+    return client;
+  });
 }
 
 Client::~Client() {
@@ -159,35 +162,41 @@ Expected<Buffer> Client::transfer(std::span<const std::byte> data, DType dtype, 
 }
 
 Expected<Buffer> Client::buffer_from_host(std::span<const std::byte> data, DType dtype, std::span<const int64_t> dims,
-                                          int device_index) const {
-  // With kImmutableOnlyDuringCall the plugin is done with `data` on return; the event is only freed.
-  Event done;
-  return transfer(data, dtype, dims, device_index, PJRT_HostBufferSemantics_kImmutableOnlyDuringCall, done);
+                                          int device_index) const noexcept {
+  return no_throw("copying to the device", [&]() -> Expected<Buffer> {
+    // With kImmutableOnlyDuringCall the plugin is done with `data` on return; the event is only freed.
+    Event done;
+    return transfer(data, dtype, dims, device_index, PJRT_HostBufferSemantics_kImmutableOnlyDuringCall, done);
+  });
 }
 
 Expected<Buffer> Client::buffer_from_host_adopt(std::span<const std::byte> data, std::shared_ptr<const void> keep_alive,
-                                                DType dtype, std::span<const int64_t> dims, int device_index) const {
-  const bool zero_copy = platform_name_ == "cpu" && reinterpret_cast<uintptr_t>(data.data()) % 64 == 0;
-  Event done;
-  PB_ASSIGN_OR_RETURN(Buffer buffer,
-                      transfer(data, dtype, dims, device_index,
-                               zero_copy ? PJRT_HostBufferSemantics_kMutableZeroCopy
-                                         : PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes,
-                               done));
-  // The memory must live until the plugin says it is done with it: for zero-copy, that is when the
-  // last user of the device buffer (this one, or an output aliasing it) is gone.
-  if (!done.empty()) {
-    if (auto registered = done.on_ready([keep = std::move(keep_alive)](Status) mutable { keep.reset(); });
-        !registered) {
-      buffer.reset();  // release the device buffer before the memory under it
-      return std::unexpected(std::move(registered).error());
+                                                DType dtype, std::span<const int64_t> dims, int device_index) const noexcept {
+  return no_throw("adopting host memory", [&]() -> Expected<Buffer> {
+    const bool zero_copy = platform_name_ == "cpu" && reinterpret_cast<uintptr_t>(data.data()) % 64 == 0;
+    Event done;
+    PB_ASSIGN_OR_RETURN(Buffer buffer,
+                        transfer(data, dtype, dims, device_index,
+                                 zero_copy ? PJRT_HostBufferSemantics_kMutableZeroCopy
+                                           : PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes,
+                                 done));
+    // The memory must live until the plugin says it is done with it: for zero-copy, that is when the
+    // last user of the device buffer (this one, or an output aliasing it) is gone.
+    if (!done.empty()) {
+      if (auto registered = done.on_ready([keep = std::move(keep_alive)](Status) mutable { keep.reset(); });
+          !registered) {
+        buffer.reset();  // release the device buffer before the memory under it
+        return std::unexpected(std::move(registered).error());
+      }
     }
-  }
-  return buffer;
+    return buffer;
+  });
 }
 
-Expected<std::shared_ptr<Executable>> Client::compile(const Program& program, const CompileOptions& options) const {
-  return internal::compile(shared_from_this(), program, options);
+Expected<std::shared_ptr<Executable>> Client::compile(const Program& program, const CompileOptions& options) const noexcept {
+  return no_throw("compiling", [&]() -> Expected<std::shared_ptr<Executable>> {
+    return internal::compile(shared_from_this(), program, options);
+  });
 }
 
 }  // namespace plugboard

@@ -36,7 +36,7 @@ class Client : public std::enable_shared_from_this<Client> {
  public:
   // Creates a client; the plugin's error (e.g. "No visible GPU devices") comes back as a value.
   static Expected<std::shared_ptr<Client>> create(std::shared_ptr<const Plugin> plugin,
-                                                  const ClientOptions& options = {});
+                                                  const ClientOptions& options = {}) noexcept;
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -54,18 +54,18 @@ class Client : public std::enable_shared_from_this<Client> {
   // size overflows is OUT_OF_RANGE and a negative dimension INVALID_ARGUMENT) to a device.
   // The copy is complete when this returns: `data` may be reused at once.
   Expected<Buffer> buffer_from_host(std::span<const std::byte> data, DType dtype, std::span<const int64_t> dims,
-                                    int device_index = 0) const;
+                                    int device_index = 0) const noexcept;
   // Makes a buffer over memory the caller hands over: `keep_alive` owns `data` and is released once
   // the plugin no longer needs the memory. On a CPU client with 64-byte-aligned data there is no
   // copy at all (the device buffer aliases the memory, which the buffer may then overwrite if
   // donated); elsewhere the transfer runs asynchronously from it.
   Expected<Buffer> buffer_from_host_adopt(std::span<const std::byte> data, std::shared_ptr<const void> keep_alive,
-                                          DType dtype, std::span<const int64_t> dims, int device_index = 0) const;
+                                          DType dtype, std::span<const int64_t> dims, int device_index = 0) const noexcept;
 
   // Compiles for this client's plugin. A portable artifact newer than the plugin's StableHLO (or older
   // than its minimum) is refused with both versions named.
   Expected<std::shared_ptr<Executable>> compile(const Program& program,
-                                                const CompileOptions& options = CompileOptions()) const;
+                                                const CompileOptions& options = CompileOptions()) const noexcept;
 
   PJRT_Client* raw() const { return client_; }
   PJRT_Device* device_handle(int index) const { return device_handles_[static_cast<size_t>(index)]; }

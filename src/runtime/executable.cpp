@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/no_throw.h"
 #include "runtime/client.h"
 #include "runtime/execute_context.h"
 #include "runtime/executable_internal.h"
@@ -166,83 +167,87 @@ Status Executable::check_args(std::span<Buffer* const> args, const ExecuteOption
   return ok();
 }
 
-Expected<Execution> Executable::execute_async(std::span<Buffer* const> args, const ExecuteOptions& options) const {
-  PB_RETURN_IF_ERROR(check_args(args, options));
-  const abi::Api& api = client_->plugin().api();
-  const size_t n_out = signature_.results.size();
+Expected<Execution> Executable::execute_async(std::span<Buffer* const> args, const ExecuteOptions& options) const noexcept {
+  return no_throw("executing", [&]() -> Expected<Execution> {
+    PB_RETURN_IF_ERROR(check_args(args, options));
+    const abi::Api& api = client_->plugin().api();
+    const size_t n_out = signature_.results.size();
 
-  // Small argument and output lists live on the stack: the execute path allocates only the
-  // outputs vector.
-  constexpr size_t kInline = 16;
-  PJRT_Buffer* arg_inline[kInline];
-  PJRT_Buffer* out_inline[kInline];
-  std::vector<PJRT_Buffer*> arg_heap, out_heap;
-  PJRT_Buffer** arg_list = arg_inline;
-  PJRT_Buffer** out_list = out_inline;
-  if (args.size() > kInline) arg_list = (arg_heap.resize(args.size()), arg_heap.data());
-  if (n_out > kInline) out_list = (out_heap.resize(n_out), out_heap.data());
-  for (size_t i = 0; i < args.size(); ++i) arg_list[i] = args[i]->raw();
+    // Small argument and output lists live on the stack: the execute path allocates only the
+    // outputs vector.
+    constexpr size_t kInline = 16;
+    PJRT_Buffer* arg_inline[kInline];
+    PJRT_Buffer* out_inline[kInline];
+    std::vector<PJRT_Buffer*> arg_heap, out_heap;
+    PJRT_Buffer** arg_list = arg_inline;
+    PJRT_Buffer** out_list = out_inline;
+    if (args.size() > kInline) arg_list = (arg_heap.resize(args.size()), arg_heap.data());
+    if (n_out > kInline) out_list = (out_heap.resize(n_out), out_heap.data());
+    for (size_t i = 0; i < args.size(); ++i) arg_list[i] = args[i]->raw();
 
-  std::vector<int64_t> non_donatable;
-  auto opts = PB_PJRT_ARGS(PJRT_ExecuteOptions);
-  opts.context = options.context;
-  ExecuteContext empty_context;  // see Plugin::require_execute_context
-  if (!opts.context && client_->plugin().needs_execute_context()) {
-    auto created = ExecuteContext::create(*client_);
-    if (!created) return std::unexpected(std::move(created).error().annotate("executing " + name_));
-    empty_context = std::move(*created);
-    opts.context = empty_context.raw();
-  }
-  if (options.donate.empty() && args.size() <= all_arg_indices_.size()) {
-    opts.non_donatable_input_indices = all_arg_indices_.data();
-    opts.num_non_donatable_input_indices = std::min(all_arg_indices_.size(), args.size());
-  } else {
-    for (size_t i = 0; i < args.size(); ++i)
-      if (options.donate.empty() || std::find(options.donate.begin(), options.donate.end(), static_cast<int>(i)) == options.donate.end())
-        non_donatable.push_back(static_cast<int64_t>(i));
-    opts.non_donatable_input_indices = non_donatable.data();
-    opts.num_non_donatable_input_indices = non_donatable.size();
-  }
+    std::vector<int64_t> non_donatable;
+    auto opts = PB_PJRT_ARGS(PJRT_ExecuteOptions);
+    opts.context = options.context;
+    ExecuteContext empty_context;  // see Plugin::require_execute_context
+    if (!opts.context && client_->plugin().needs_execute_context()) {
+      auto created = ExecuteContext::create(*client_);
+      if (!created) return std::unexpected(std::move(created).error().annotate("executing " + name_));
+      empty_context = std::move(*created);
+      opts.context = empty_context.raw();
+    }
+    if (options.donate.empty() && args.size() <= all_arg_indices_.size()) {
+      opts.non_donatable_input_indices = all_arg_indices_.data();
+      opts.num_non_donatable_input_indices = std::min(all_arg_indices_.size(), args.size());
+    } else {
+      for (size_t i = 0; i < args.size(); ++i)
+        if (options.donate.empty() || std::find(options.donate.begin(), options.donate.end(), static_cast<int>(i)) == options.donate.end())
+          non_donatable.push_back(static_cast<int64_t>(i));
+      opts.non_donatable_input_indices = non_donatable.data();
+      opts.num_non_donatable_input_indices = non_donatable.size();
+    }
 
-  PJRT_Buffer* const* argument_lists[1] = {arg_list};
-  PJRT_Buffer** output_lists[1] = {out_list};
-  PJRT_Event* complete[1] = {nullptr};
-  auto exec = PB_PJRT_ARGS(PJRT_LoadedExecutable_Execute_Args);
-  exec.executable = loaded_;
-  exec.options = &opts;
-  exec.argument_lists = argument_lists;
-  exec.num_devices = 1;
-  exec.num_args = args.size();
-  exec.output_lists = output_lists;
-  exec.device_complete_events = complete;
-  if (auto st = PB_PJRT_CALL(api, PJRT_LoadedExecutable_Execute, exec); !st)
-    return std::unexpected(std::move(st).error().annotate("executing " + name_));
+    PJRT_Buffer* const* argument_lists[1] = {arg_list};
+    PJRT_Buffer** output_lists[1] = {out_list};
+    PJRT_Event* complete[1] = {nullptr};
+    auto exec = PB_PJRT_ARGS(PJRT_LoadedExecutable_Execute_Args);
+    exec.executable = loaded_;
+    exec.options = &opts;
+    exec.argument_lists = argument_lists;
+    exec.num_devices = 1;
+    exec.num_args = args.size();
+    exec.output_lists = output_lists;
+    exec.device_complete_events = complete;
+    if (auto st = PB_PJRT_CALL(api, PJRT_LoadedExecutable_Execute, exec); !st)
+      return std::unexpected(std::move(st).error().annotate("executing " + name_));
 
-  Execution result;
-  result.done = Event(client_, complete[0]);
-  if (empty_context.raw()) {
-    // Released once the execution is done with it (at once, if it already is).
-    auto keep = std::make_shared<ExecuteContext>(std::move(empty_context));
-    if (!result.done.on_ready([keep](Status) mutable { keep.reset(); })) (void)result.done.await();
-  }
-  // Donated arguments were consumed by the plugin: their handles only need destroying.
-  for (int d : options.donate) args[static_cast<size_t>(d)]->reset();
-  // Every output gets an owner first, so that none leaks when a later one's shape is refused.
-  result.outputs.reserve(n_out);
-  for (size_t i = 0; i < n_out; ++i)
-    result.outputs.push_back(Buffer(client_, out_list[i], signature_.results[i].dtype, Dims(), 0));
-  for (size_t i = 0; i < n_out; ++i) {
-    auto dims = output_dims(api, out_list[i], signature_.results[i], i);
-    if (!dims) return std::unexpected(std::move(dims).error().annotate("executing " + name_));
-    result.outputs[i].dims_ = std::move(*dims);
-  }
-  return result;
+    Execution result;
+    result.done = Event(client_, complete[0]);
+    if (empty_context.raw()) {
+      // Released once the execution is done with it (at once, if it already is).
+      auto keep = std::make_shared<ExecuteContext>(std::move(empty_context));
+      if (!result.done.on_ready([keep](Status) mutable { keep.reset(); })) (void)result.done.await();
+    }
+    // Donated arguments were consumed by the plugin: their handles only need destroying.
+    for (int d : options.donate) args[static_cast<size_t>(d)]->reset();
+    // Every output gets an owner first, so that none leaks when a later one's shape is refused.
+    result.outputs.reserve(n_out);
+    for (size_t i = 0; i < n_out; ++i)
+      result.outputs.push_back(Buffer(client_, out_list[i], signature_.results[i].dtype, Dims(), 0));
+    for (size_t i = 0; i < n_out; ++i) {
+      auto dims = output_dims(api, out_list[i], signature_.results[i], i);
+      if (!dims) return std::unexpected(std::move(dims).error().annotate("executing " + name_));
+      result.outputs[i].dims_ = std::move(*dims);
+    }
+    return result;
+  });
 }
 
-Expected<std::vector<Buffer>> Executable::execute(std::span<Buffer* const> args, const ExecuteOptions& options) const {
-  PB_ASSIGN_OR_RETURN(Execution run, execute_async(args, options));
-  if (auto st = run.done.await(); !st) return std::unexpected(std::move(st).error().annotate("executing " + name_));
-  return std::move(run.outputs);
+Expected<std::vector<Buffer>> Executable::execute(std::span<Buffer* const> args, const ExecuteOptions& options) const noexcept {
+  return no_throw("executing", [&]() -> Expected<std::vector<Buffer>> {
+    PB_ASSIGN_OR_RETURN(Execution run, execute_async(args, options));
+    if (auto st = run.done.await(); !st) return std::unexpected(std::move(st).error().annotate("executing " + name_));
+    return std::move(run.outputs);
+  });
 }
 
 }  // namespace plugboard

@@ -72,11 +72,11 @@ class Executable {
   // Runs on the client's first device and waits for it to finish. Thread-safe: several threads may
   // execute one executable at once. Arguments must be valid buffers of this client whose dtype and
   // dims match the signature; a mismatch is an INVALID_ARGUMENT naming the argument.
-  Expected<std::vector<Buffer>> execute(std::span<Buffer* const> args, const ExecuteOptions& options = {}) const;
+  Expected<std::vector<Buffer>> execute(std::span<Buffer* const> args, const ExecuteOptions& options = {}) const noexcept;
   // The same, returning as soon as the plugin has enqueued the work. Each output's dims are its
   // buffer's (PJRT_Buffer_Dimensions): for an output with a dynamic dimension, the size this execution
   // gave it (PJRT_Buffer_UnpaddedDimensions), which waits until that output is computed.
-  Expected<Execution> execute_async(std::span<Buffer* const> args, const ExecuteOptions& options = {}) const;
+  Expected<Execution> execute_async(std::span<Buffer* const> args, const ExecuteOptions& options = {}) const noexcept;
 
   PJRT_LoadedExecutable* raw() const { return loaded_; }
 

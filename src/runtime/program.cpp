@@ -1,6 +1,7 @@
 #include "runtime/program.h"
 
 #include "base/nesting.h"
+#include "base/no_throw.h"
 #include "base/regular_file.h"
 
 namespace plugboard {
@@ -56,27 +57,31 @@ std::string format_name(ProgramFormat f) {
   return f == ProgramFormat::kMlirBytecode ? "MLIR bytecode" : "MLIR text";
 }
 
-Expected<Program> Program::from_bytes(std::string bytes, std::string name) {
-  if (bytes.empty()) return invalid_argument("program " + name + " is empty");
-  Program p;
-  if (std::string_view(bytes).starts_with(kBytecodeMagic)) {
-    p.format_ = ProgramFormat::kMlirBytecode;
-    PB_ASSIGN_OR_RETURN(p.stablehlo_version_, producer_version(bytes, name));
-  } else {
-    // The plugins' MLIR parsers recurse once per bracket: a program nested thousands deep overflows
-    // the stack of the thread that compiles it. Refused here, before any plugin sees it.
-    p.format_ = ProgramFormat::kMlirText;
-    PB_RETURN_IF_ERROR(check_nesting(bytes, Syntax::kMlir, "program " + name));
-  }
-  p.name_ = std::move(name);
-  p.bytes_ = std::move(bytes);
-  return p;
+Expected<Program> Program::from_bytes(std::string bytes, std::string name) noexcept {
+  return no_throw("reading program", [&]() -> Expected<Program> {
+    if (bytes.empty()) return invalid_argument("program " + name + " is empty");
+    Program p;
+    if (std::string_view(bytes).starts_with(kBytecodeMagic)) {
+      p.format_ = ProgramFormat::kMlirBytecode;
+      PB_ASSIGN_OR_RETURN(p.stablehlo_version_, producer_version(bytes, name));
+    } else {
+      // The plugins' MLIR parsers recurse once per bracket: a program nested thousands deep overflows
+      // the stack of the thread that compiles it. Refused here, before any plugin sees it.
+      p.format_ = ProgramFormat::kMlirText;
+      PB_RETURN_IF_ERROR(check_nesting(bytes, Syntax::kMlir, "program " + name));
+    }
+    p.name_ = std::move(name);
+    p.bytes_ = std::move(bytes);
+    return p;
+  });
 }
 
-Expected<Program> Program::from_file(const std::filesystem::path& path) {
-  // Only a regular file, and at most kMaxProgramBytes of it: /dev/zero or a FIFO is refused at once.
-  PB_ASSIGN_OR_RETURN(std::string content, annotate(read_regular_file(path, kMaxProgramBytes), "reading the program"));
-  return from_bytes(std::move(content), path.string());
+Expected<Program> Program::from_file(const std::filesystem::path& path) noexcept {
+  return no_throw("reading program", [&]() -> Expected<Program> {
+    // Only a regular file, and at most kMaxProgramBytes of it: /dev/zero or a FIFO is refused at once.
+    PB_ASSIGN_OR_RETURN(std::string content, annotate(read_regular_file(path, kMaxProgramBytes), "reading the program"));
+    return from_bytes(std::move(content), path.string());
+  });
 }
 
 }  // namespace plugboard

@@ -17,10 +17,10 @@ enum class ProgramFormat { kMlirText, kMlirBytecode };
 class Program {
  public:
   // `name` is what error messages call it (a file name, "<inline>").
-  static Expected<Program> from_bytes(std::string bytes, std::string name = "<inline>");
+  static Expected<Program> from_bytes(std::string bytes, std::string name = "<inline>") noexcept;
   // Reads a regular file of at most kMaxProgramBytes (a FIFO, a device or a directory is refused
   // without reading a byte).
-  static Expected<Program> from_file(const std::filesystem::path& path);
+  static Expected<Program> from_file(const std::filesystem::path& path) noexcept;
 
   const std::string& bytes() const { return bytes_; }
   const std::string& name() const { return name_; }

@@ -170,8 +170,8 @@ Selection select_target(const std::vector<Candidate>& candidates, const SelectOp
   }
   if (order.problem) {
     Candidate none;
-    none.name = options.target.value_or("(none)");
-    none.source = "policy";
+    none.name = options.problem ? "(settings)" : options.target.value_or("(none)");
+    none.source = options.problem ? "environment" : "policy";
     CandidateReport r{none};
     r.verdict = Verdict::kFailed;
     r.failed_stage = Stage::kFound;

@@ -2,12 +2,16 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/terminal_text.h"
 #include "commands.h"
 
 namespace plugboard::cli {
-void print_error(const Error& e) { std::fprintf(stderr, "plugboard: error: %s\n", e.to_string().c_str()); }
+// Errors carry text from files and plugins: printed with control characters spelled out.
+void print_error(const Error& e) {
+  std::fprintf(stderr, "plugboard: error: %s\n", terminal_safe(e.to_string()).c_str());
+}
 int usage_error(const Error& e) {
-  std::fprintf(stderr, "plugboard: usage error: %s\n", e.to_string().c_str());
+  std::fprintf(stderr, "plugboard: usage error: %s\n", terminal_safe(e.to_string()).c_str());
   return kExitUsage;
 }
 }  // namespace plugboard::cli
