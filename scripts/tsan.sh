@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# ThreadSanitizer run of plugboard's threaded code: the ordered-delivery queue on its own, and the
+# ThreadSanitizer run of plugboard's threaded code: the ordered-delivery queue on its own, the
 # callback tests that run one program from two threads with two receivers (on the real CPU plugins,
-# which are not instrumented: TSan sees plugboard's side of every race, not the plugin's).
+# which are not instrumented: TSan sees plugboard's side of every race, not the plugin's), concurrent
+# fetches and bundle assemblies, plugin loads racing a hanging PJRT_Plugin_Initialize, and the CLI's
+# callback commands (their watcher thread, time limits and signal clean-up).
 #
 #   scripts/tsan.sh [BUILD_DIR]     (default build-tsan/)
 set -euo pipefail
@@ -15,9 +17,15 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
     -DCMAKE_C_FLAGS=-fsanitize=thread -DCMAKE_CXX_FLAGS=-fsanitize=thread \
     -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread
 fi
-cmake --build "$build" --target ordered_delivery_test callback_test fetch_test --parallel "$(nproc)"
+cmake --build "$build" --target ordered_delivery_test callback_test fetch_test plugin_test bundle_test plugboard \
+  --parallel "$(nproc)"
 export TSAN_OPTIONS="halt_on_error=1:ignore_noninstrumented_modules=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp"
 "$build/tests/ordered_delivery_test"
 "$build/tests/callback_test" --gtest_filter='*TwoThreads*:*Ordered*:*DoesNotWait*:*Token*'
 "$build/tests/fetch_test" --gtest_filter='Concurrency.*'
+"$build/tests/plugin_test" --gtest_filter='FaultPluginTest.HangingInitialize*:FaultPluginTest.ConcurrentLoads*'
+"$build/tests/bundle_test" --gtest_filter='Assemble.Concurrent*'
+files="$deps/files"
+"$root/tests/cli_callbacks_test.sh" "$build/tools/plugboard/plugboard" "$root/examples" "$build/cli_callbacks_work" \
+  "$files/xla_cpu_081/xla_cpu_pjrt.so" "$files/xla_cpu_106/libpjrt_cpu.so" "$files/xla_cpu_115/pjrt_c_api_cpu_plugin.so"
 echo "[tsan] no data race reported"

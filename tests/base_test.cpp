@@ -19,34 +19,20 @@
 #include "base/parse_number.h"
 #include "base/regular_file.h"
 #include "base/strict_json.h"
+#include "test_env.h"
 
 namespace plugboard {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "pb_base_test_XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using testing::ScratchDir;
 
 void write(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
 
 // --- regular files ---
 
 TEST(RegularFile, ReadsARegularFileWhole) {
-  TempDir d;
+  ScratchDir d;
   write(d.path() / "a", "hello");
   auto r = read_regular_file(d.path() / "a", 100);
   ASSERT_TRUE(r) << r.error().to_string();
@@ -64,7 +50,7 @@ TEST(RegularFile, RefusesCharacterDevicesWithoutReading) {
 }
 
 TEST(RegularFile, RefusesASymlinkToADevice) {
-  TempDir d;
+  ScratchDir d;
   fs::create_symlink("/dev/zero", d.path() / "plugboard.json");
   auto r = read_regular_file(d.path() / "plugboard.json", kMaxManifestBytes);
   ASSERT_FALSE(r);
@@ -72,7 +58,7 @@ TEST(RegularFile, RefusesASymlinkToADevice) {
 }
 
 TEST(RegularFile, RefusesAFifoWithoutHanging) {
-  TempDir d;
+  ScratchDir d;
   const fs::path fifo = d.path() / "in.npy";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   const auto t0 = std::chrono::steady_clock::now();
@@ -83,14 +69,14 @@ TEST(RegularFile, RefusesAFifoWithoutHanging) {
 }
 
 TEST(RegularFile, RefusesADirectory) {
-  TempDir d;
+  ScratchDir d;
   auto r = read_regular_file(d.path(), 100);
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message().find("a directory"), std::string::npos) << r.error().message();
 }
 
 TEST(RegularFile, RefusesAFileOverTheLimitBeforeReadingIt) {
-  TempDir d;
+  ScratchDir d;
   write(d.path() / "big", std::string(1000, 'x'));
   auto r = read_regular_file(d.path() / "big", 999);
   ASSERT_FALSE(r);
@@ -100,7 +86,7 @@ TEST(RegularFile, RefusesAFileOverTheLimitBeforeReadingIt) {
 }
 
 TEST(RegularFile, NoFollowRefusesASymlink) {
-  TempDir d;
+  ScratchDir d;
   write(d.path() / "real", "x");
   fs::create_symlink(d.path() / "real", d.path() / "link");
   EXPECT_TRUE(read_regular_file(d.path() / "link", 10));
@@ -117,7 +103,7 @@ TEST(RegularFile, MissingFileIsNotFound) {
 }
 
 TEST(RegularFile, IdentityChangesWhenAFileIsRewrittenInPlaceWithItsMtimeRestored) {
-  TempDir d;
+  ScratchDir d;
   const fs::path p = d.path() / "plugin.so";
   write(p, "version one");
   auto before = file_identity(p);

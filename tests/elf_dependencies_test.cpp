@@ -9,13 +9,6 @@
 namespace plugboard::select {
 namespace {
 
-std::filesystem::path fresh_dir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
 TEST(ElfDependenciesTest, RealPluginsNeedOnlyWhatThisMachineHas) {
   for (const auto& p : testing::cpu_plugins()) {
     auto info = read_elf_dynamic_info(p.path);
@@ -36,7 +29,8 @@ TEST(ElfDependenciesTest, CudaPluginCarriesTheNvidiaWheelRpath) {
 }
 
 TEST(ElfDependenciesTest, MissingCompanionIsNamedWithWhoNeedsIt) {
-  auto dir = fresh_dir("plugboard_deps_missing");
+  const testing::ScratchDir scratch;
+  const std::filesystem::path& dir = scratch.path();
   auto lib = dir / "libneeds_companion.so";
   std::filesystem::copy_file(PLUGBOARD_FIXTURE_NEEDS_COMPANION, lib);
   auto info = read_elf_dynamic_info(lib);
@@ -73,7 +67,8 @@ TEST(ElfDependenciesTest, MissingCompanionIsNamedWithWhoNeedsIt) {
 }
 
 TEST(ElfDependenciesTest, NotAnElfFileIsAnErrorNamingIt) {
-  auto dir = fresh_dir("plugboard_deps_text");
+  const testing::ScratchDir scratch;
+  const std::filesystem::path& dir = scratch.path();
   std::ofstream(dir / "plugin.so") << "not an ELF";
   auto r = read_elf_dynamic_info(dir / "plugin.so");
   ASSERT_FALSE(r);

@@ -21,13 +21,6 @@
 namespace plugboard {
 namespace {
 
-std::filesystem::path fresh_dir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("plugboard_" + name + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
 // The first `bytes` bytes of `from`, written to `to`.
 void copy_prefix(const std::filesystem::path& from, const std::filesystem::path& to, uint64_t bytes) {
   std::ifstream in(from, std::ios::binary);
@@ -69,7 +62,8 @@ TEST(ElfFileTest, RealPluginsAreLoadableLibraries) {
 TEST(ElfFileTest, TruncatedRealPluginIsRefusedBeforeDlopen) {
   const auto& real = testing::cpu_plugins()[0].path;
   const uint64_t size = std::filesystem::file_size(real);
-  auto dir = fresh_dir("truncated_plugin");
+  const testing::ScratchDir scratch;
+  const std::filesystem::path& dir = scratch.path();
   for (uint64_t cut : {uint64_t{64}, uint64_t{4096}, uint64_t{100000}, size / 2, size - 1}) {
     SCOPED_TRACE("truncated to " + std::to_string(cut) + " bytes");
     auto path = dir / ("cut_" + std::to_string(cut) + ".so");
@@ -93,7 +87,8 @@ TEST(ElfFileTest, TruncatedRealPluginIsRefusedBeforeDlopen) {
 }
 
 TEST(ElfFileTest, FilesThatAreNotLibrariesAreRefused) {
-  auto dir = fresh_dir("not_libraries");
+  const testing::ScratchDir scratch;
+  const std::filesystem::path& dir = scratch.path();
   write_bytes(dir / "text.so", "this is a text file, not a shared library\n");
   write_bytes(dir / "empty.so", "");
   write_bytes(dir / "header_only.so", std::string("\x7f" "ELF\x02\x01\x01", 7));
@@ -150,7 +145,8 @@ std::string bytes_of(const T& v) {
 }
 
 TEST(ElfFileTest, CraftedHugeCountsAndOffsetsAreRefusedWithoutAllocating) {
-  auto dir = fresh_dir("crafted_elf");
+  const testing::ScratchDir scratch;
+  const std::filesystem::path& dir = scratch.path();
   struct Case {
     std::string name;
     Elf64_Ehdr header;
@@ -199,7 +195,8 @@ TEST(ElfFileTest, CraftedHugeCountsAndOffsetsAreRefusedWithoutAllocating) {
 }
 
 TEST(ElfFileTest, ExtendedSectionCountBeyondTheFileIsRefused) {
-  auto dir = fresh_dir("crafted_shnum0");
+  const testing::ScratchDir scratch;
+  const std::filesystem::path& dir = scratch.path();
   Elf64_Ehdr h = crafted_header();
   h.e_shoff = sizeof(Elf64_Ehdr);
   h.e_shnum = 0;  // extended numbering: section 0's sh_size holds the count
@@ -218,7 +215,8 @@ TEST(ElfFileTest, ExtendedSectionCountBeyondTheFileIsRefused) {
 // A .dynsym whose offset + size wraps past 2^64: the old reader's check `off + size > file_size` passed
 // and it then allocated 2^62 bytes' worth of symbols (an exception out of a no-throw library).
 TEST(ElfFileTest, DynsymRangeThatWrapsIsNotFollowed) {
-  auto dir = fresh_dir("crafted_dynsym");
+  const testing::ScratchDir scratch;
+  const std::filesystem::path& dir = scratch.path();
   Elf64_Ehdr h = crafted_header();
   h.e_shoff = sizeof(Elf64_Ehdr);
   h.e_shnum = 3;
@@ -254,7 +252,8 @@ TEST(ElfFileTest, DynsymRangeThatWrapsIsNotFollowed) {
 // A PT_DYNAMIC segment claiming 2^60 bytes and a DT_STRSZ beyond the file: the old dependency reader
 // allocated both sizes before checking them.
 TEST(ElfFileTest, DynamicSegmentSizesBeyondTheFileAreErrors) {
-  auto dir = fresh_dir("crafted_dynamic");
+  const testing::ScratchDir scratch;
+  const std::filesystem::path& dir = scratch.path();
   Elf64_Ehdr h = crafted_header();
   h.e_phoff = sizeof(Elf64_Ehdr);
   h.e_phnum = 1;
@@ -294,7 +293,8 @@ TEST(ElfFileTest, DynamicSegmentSizesBeyondTheFileAreErrors) {
 }
 
 TEST(ElfFileTest, WrongMachineOrTypeIsRefusedNamingIt) {
-  auto dir = fresh_dir("crafted_machine");
+  const testing::ScratchDir scratch;
+  const std::filesystem::path& dir = scratch.path();
   // A real plugin's first 4 KB with another machine written into its header.
   copy_prefix(testing::cpu_plugins()[0].path, dir / "other.so", 4096);
   {

@@ -27,45 +27,13 @@ namespace plugboard::fetch {
 namespace {
 
 namespace fs = std::filesystem;
+using plugboard::testing::ScopedEnv;
+using plugboard::testing::ScratchDir;
 using plugboard::testing::deps_dir;
 
 fs::path wheels_dir() { return deps_dir() / "wheels"; }
 
 // A fresh folder, removed at the end of the test.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string name = (fs::temp_directory_path() / "pb-fetch-test-XXXXXX").string();
-    EXPECT_NE(::mkdtemp(name.data()), nullptr);
-    path_ = name;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
-
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 PackageSpec spec(const std::string& text) {
   auto s = parse_package_spec(text);
   EXPECT_TRUE(s) << s.error().to_string();

@@ -90,15 +90,8 @@ SweepResult sweep(const std::function<bool()>& call, long max_calls = 20000) {
 
 class NoThrowTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "pb_no_throw_XXXXXX").string();
-    dir_ = ::mkdtemp(tmpl.data());
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  fs::path dir_;
+  testing::ScratchDir scratch_;
+  const fs::path& dir_ = scratch_.path();
 };
 
 TEST_F(NoThrowTest, ReadingAProgramFile) {

@@ -28,6 +28,7 @@ namespace fs = std::filesystem;
 using testing::cpu_plugins;
 using testing::make_client;
 using testing::RealPlugin;
+using testing::ScratchDir;
 
 std::string repeat(std::string_view s, size_t n) {
   std::string out;
@@ -66,39 +67,6 @@ std::string read_file(const fs::path& p) {
   s << in.rdbuf();
   return s.str();
 }
-
-class ScratchDir {
- public:
-  ScratchDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string name = std::string(info->test_suite_name()) + "_" + info->name();
-    for (char& c : name)
-      if (c == '/') c = '_';
-    dir_ = fs::temp_directory_path() / ("plugboard_hostile_" + std::to_string(::getpid()) + "_" + name);
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  const fs::path& path() const { return dir_; }
-  fs::path fifo(const std::string& name) const {
-    const fs::path p = dir_ / name;
-    EXPECT_EQ(::mkfifo(p.c_str(), 0600), 0) << std::strerror(errno);
-    return p;
-  }
-  // A file of `size` bytes that starts with `head` and is a hole after it (no disk space used).
-  fs::path sparse(const std::string& name, std::string_view head, uint64_t size) const {
-    const fs::path p = dir_ / name;
-    std::ofstream(p, std::ios::binary) << head;
-    EXPECT_EQ(::truncate(p.c_str(), static_cast<off_t>(size)), 0) << std::strerror(errno);
-    return p;
-  }
-
- private:
-  fs::path dir_;
-};
 
 // A .npy header for `dict` with the data to follow it (version 1.0, padded to 64 bytes like numpy).
 std::string npy_header(std::string dict) {

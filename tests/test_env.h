@@ -4,6 +4,16 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <string_view>
 
 #include <filesystem>
 #include <ostream>
@@ -47,6 +57,60 @@ inline std::shared_ptr<Client> make_client(const std::filesystem::path& path) {
   EXPECT_TRUE(client) << client.error().to_string();
   return client ? *client : nullptr;
 }
+
+// A fresh folder for one test, removed with all it holds when the test ends.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string name = (std::filesystem::temp_directory_path() / "plugboard-test-XXXXXX").string();
+    EXPECT_NE(::mkdtemp(name.data()), nullptr) << std::strerror(errno);
+    path_ = name;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+  // A FIFO with no writer: what a reader that opens it blocking would wait on forever.
+  std::filesystem::path fifo(const std::string& name) const {
+    const std::filesystem::path p = path_ / name;
+    EXPECT_EQ(::mkfifo(p.c_str(), 0600), 0) << std::strerror(errno);
+    return p;
+  }
+  // A file of `size` bytes that starts with `head` and is a hole after it (no disk space used).
+  std::filesystem::path sparse(const std::string& name, std::string_view head, uint64_t size) const {
+    const std::filesystem::path p = path_ / name;
+    std::ofstream(p, std::ios::binary) << head;
+    EXPECT_EQ(::truncate(p.c_str(), static_cast<off_t>(size)), 0) << std::strerror(errno);
+    return p;
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// An environment variable set for a scope; what was there before comes back when it ends.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) ::setenv(name_, old_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
 
 // A program as MLIR text, for tests that need one of their own.
 inline constexpr const char* kAddF32x4 = R"mlir(

@@ -21,13 +21,6 @@ namespace {
 using select::Candidate;
 using select::VerifyOptions;
 
-std::filesystem::path fresh_dir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("plugboard_" + name + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
 std::string read_all(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -68,7 +61,8 @@ void rewrite_in_place_keeping_mtime(const std::filesystem::path& p, const std::s
 void let_the_clock_tick() { ::usleep(20000); }
 
 TEST(VerifyLoadTest, InPlaceRewriteWithMtimeRestoredIsHashedAgain) {
-  auto dir = fresh_dir("verify_rewrite");
+  const testing::ScratchDir scratch;
+  const std::filesystem::path& dir = scratch.path();
   const auto plugin = dir / "plugin.so";
   std::filesystem::copy_file(PLUGBOARD_FIXTURE_FAULT_WELL_FORMED, plugin);
   const Candidate c = candidate_for(plugin);
@@ -101,7 +95,8 @@ TEST(VerifyLoadTest, InPlaceRewriteWithMtimeRestoredIsHashedAgain) {
 }
 
 TEST(VerifyLoadTest, SymlinkIsNotVerified) {
-  auto dir = fresh_dir("verify_symlink");
+  const testing::ScratchDir scratch;
+  const std::filesystem::path& dir = scratch.path();
   const auto real = dir / "real.so";
   std::filesystem::copy_file(PLUGBOARD_FIXTURE_FAULT_WELL_FORMED, real);
   std::filesystem::create_symlink(real, dir / "link.so");
@@ -114,7 +109,8 @@ TEST(VerifyLoadTest, SymlinkIsNotVerified) {
 }
 
 TEST(VerifyLoadTest, PluginReplacedBetweenVerifyAndLoadIsRefused) {
-  auto dir = fresh_dir("verify_replaced");
+  const testing::ScratchDir scratch;
+  const std::filesystem::path& dir = scratch.path();
   const auto plugin = dir / "plugin.so";
   std::filesystem::copy_file(PLUGBOARD_FIXTURE_FAULT_WELL_FORMED, plugin);
   PB_ASSERT_OK(select::verify_candidate(candidate_for(plugin), VerifyOptions{}));
@@ -138,7 +134,8 @@ TEST(VerifyLoadTest, PluginReplacedBetweenVerifyAndLoadIsRefused) {
 }
 
 TEST(VerifyLoadTest, PluginRewrittenInPlaceBetweenVerifyAndLoadIsRefused) {
-  auto dir = fresh_dir("verify_in_place");
+  const testing::ScratchDir scratch;
+  const std::filesystem::path& dir = scratch.path();
   const auto plugin = dir / "plugin.so";
   std::filesystem::copy_file(PLUGBOARD_FIXTURE_FAULT_WELL_FORMED, plugin);
   PB_ASSERT_OK(select::verify_candidate(candidate_for(plugin), VerifyOptions{}));
@@ -151,10 +148,30 @@ TEST(VerifyLoadTest, PluginRewrittenInPlaceBetweenVerifyAndLoadIsRefused) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(VerifyLoadTest, APluginThatChangesAsItIsMappedIsRefusedForGoodAndNeverInitialized) {
+  // The fixture's constructor changes its own file's ctime while dlopen maps it, so the check after
+  // dlopen fails. The library is mapped by then: a second load must not take dlopen's handle back and
+  // initialize (and run) what was refused.
+  const testing::ScratchDir scratch;
+  const std::filesystem::path plugin = scratch / "plugin.so";
+  const std::filesystem::path count = scratch / "initialized";
+  std::filesystem::copy_file(PLUGBOARD_FIXTURE_FAULT_TOUCH_SELF, plugin);
+  const testing::ScopedEnv counting("PLUGBOARD_FAULT_INIT_COUNT", count.string());
+  auto first = load_plugin(plugin);
+  ASSERT_FALSE(first) << "a plugin whose file changed while it was mapped was loaded";
+  EXPECT_EQ(first.error().code(), Code::kDataLoss) << first.error().to_string();
+  EXPECT_NE(first.error().message().find("while it was being loaded"), std::string::npos) << first.error().to_string();
+  auto second = load_plugin(plugin);
+  ASSERT_FALSE(second) << "the refused library was initialized on the second try";
+  EXPECT_EQ(second.error().code(), Code::kDataLoss) << second.error().to_string();
+  EXPECT_FALSE(std::filesystem::exists(count)) << "PJRT_Plugin_Initialize ran";
+}
+
 TEST(VerifyLoadTest, UnverifiedPluginStillLoads) {
   // No verification in this process (run --plugin): nothing to compare against, the checks before
   // dlopen still apply.
-  auto dir = fresh_dir("verify_none");
+  const testing::ScratchDir scratch;
+  const std::filesystem::path& dir = scratch.path();
   std::filesystem::copy_file(PLUGBOARD_FIXTURE_FAULT_WELL_FORMED, dir / "plugin.so");
   EXPECT_FALSE(verified_identity(dir / "plugin.so").has_value());
   PB_ASSERT_OK(load_plugin(dir / "plugin.so"));
@@ -171,7 +188,8 @@ TEST(VerifyLoadTest, BundleBridgeWinsOverTheEnvironmentVariable) {
 }
 
 TEST(VerifyLoadTest, BundleBridgeChangedAfterVerificationIsRefused) {
-  auto dir = fresh_dir("verify_bridge");
+  const testing::ScratchDir scratch;
+  const std::filesystem::path& dir = scratch.path();
   std::filesystem::create_directories(dir / "plugins/0123");
   const auto plugin = dir / "plugins/0123/xla_cuda_plugin.so";
   const auto bridge = dir / "plugins/0123" / device_bridge_file_name("CUDA");

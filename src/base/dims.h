@@ -47,15 +47,17 @@ class Dims {
     heap_ = std::move(o.heap_);
     if (!heap_) std::copy(o.inline_, o.inline_ + size_, inline_);
   }
+  // size_ changes only once the storage for it exists: a failed allocation leaves the old value whole.
   void assign(std::span<const int64_t> d) {
-    size_ = d.size();
-    if (size_ <= kInline) {
+    if (d.size() <= kInline) {
       heap_.reset();
       std::copy(d.begin(), d.end(), inline_);
     } else {
-      heap_ = std::make_unique<int64_t[]>(size_);
-      std::copy(d.begin(), d.end(), heap_.get());
+      auto heap = std::make_unique<int64_t[]>(d.size());
+      std::copy(d.begin(), d.end(), heap.get());
+      heap_ = std::move(heap);
     }
+    size_ = d.size();
   }
 
   size_t size_ = 0;

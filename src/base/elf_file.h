@@ -1,6 +1,7 @@
 // THE one ELF reader: a 64-bit little-endian ELF file read through a descriptor, every offset and
 // count taken from the file checked against the file's size (with overflow-checked arithmetic) before
-// anything is read or allocated. Nothing throws; errors name the file and what lies out of bounds.
+// anything is read or allocated. Errors are values naming the file and what lies out of bounds (only allocation can throw, and
+// nothing is allocated from a size the file gives before it is checked against the file).
 //
 // Used before dlopen (a truncated or corrupt shared library makes the loader fault with SIGBUS while it
 // maps segments that lie past the end of the file), for the dependency stage (DT_NEEDED, RPATH,

@@ -149,14 +149,16 @@ Status check_manifest(const fs::path& dir, const Manifest& manifest) {
   return std::unexpected(Error(read.error().code(), message + " (nothing was written)"));
 }
 
-// Removes a bundle folder this run created, when the run fails.
+// Removes a bundle folder this run created, when the run fails: only while it holds the lock, and only
+// when no manifest is there (a run that took the lock before this one may have written a good bundle
+// into the folder this run's mkdir made).
 struct CreatedFolder {
   fs::path dir;
   bool created = false;
   bool keep = false;
   ~CreatedFolder() {
-    if (!created || keep) return;
     std::error_code ec;
+    if (!created || keep || fs::exists(dir / kManifestName, ec) || ec) return;
     fs::remove_all(dir, ec);
   }
 };
@@ -227,8 +229,11 @@ Expected<Assembled> assemble_locked(const fs::path& dir, const BundlePlan& plan,
   // where they go and renamed into place together; the manifest is replaced last.
   for (const CheckedTarget& t : targets) {
     const fs::path dest = dir / t.entry.file;
-    // Stored once: a file already there with this content (same name under the same hash) is reused.
-    if (auto id = file_identity(dest); id && id->size == t.entry.size) continue;
+    // Stored once: a file already there with this content (same name under the same hash prefix, same
+    // size and the same sha256) is reused; anything else there is replaced.
+    if (auto id = file_identity(dest); id && id->size == t.entry.size) {
+      if (auto sha = sha256_file(dest); sha && *sha == t.entry.sha256) continue;
+    }
     PB_RETURN_IF_ERROR(place_file(t.source, dest));
   }
   std::vector<std::pair<fetch::TempFile, fs::path>> staged;
@@ -274,8 +279,9 @@ Expected<Assembled> assemble_bundle(const fs::path& dir, const BundlePlan& plan)
 
     // 2. The bundle, locked: its manifest with the plan applied, checked whole, then written.
     std::error_code ec;
-    const bool created = !fs::exists(dir, ec);
-    fs::create_directories(dir, ec);
+    if (dir.has_parent_path()) fs::create_directories(dir.parent_path(), ec);
+    // mkdir itself says whether this run made the folder: of two runs racing to create it, one does.
+    const bool created = !ec && fs::create_directory(dir, ec);
     if (ec) return make_error(Code::kPermissionDenied, "cannot create bundle folder " + dir.string() + ": " + ec.message());
     PB_ASSIGN_OR_RETURN(fetch::FileLock lock, annotate(fetch::FileLock::acquire(dir / kBundleLockName), "locking bundle " + dir.string()));
     CreatedFolder folder{dir, created};  // removed (on failure) before the lock is let go

@@ -5,8 +5,11 @@
 // All or nothing: everything given is checked before the bundle is touched (target names, duplicate
 // names, create options, each plugin file a regular ELF shared library exporting GetPjrtApi, companion
 // wheels and files, and the resulting manifest as the manifest reader will read it); the files are
-// then staged, put in place, and the manifest replaced last. A failure leaves an existing bundle as it
-// was. The bundle is locked (DIR/.bundle.lock) while it is assembled, so two runs on one folder, in
+// then staged, put in place, and the manifest replaced last. A failure of any check leaves an existing
+// bundle as it was. A failure while writing (a full disk) leaves the manifest and its plugin files as
+// they were (plugins go to new content-addressed paths); companion libraries live at fixed paths (where
+// the plugins' RUNPATH looks), so one replaced by different bytes before the failure no longer matches
+// the old manifest: boot refuses it by hash, naming it, and the same bundle command run again repairs it. The bundle is locked (DIR/.bundle.lock) while it is assembled, so two runs on one folder, in
 // threads or processes, take turns and neither loses the other's targets.
 #pragma once
 

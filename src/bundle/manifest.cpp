@@ -32,15 +32,6 @@ Expected<T> in_file(const std::filesystem::path& dir, Expected<T> result) {
   return result;
 }
 
-// Letters, digits, '_', '.', '-'; a letter or digit first; at most 64 characters.
-bool valid_name(const std::string& s) {
-  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); };
-  if (s.empty() || s.size() > 64 || !alnum(s.front())) return false;
-  for (char c : s)
-    if (!alnum(c) && c != '_' && c != '.' && c != '-') return false;
-  return true;
-}
-
 // A file path field: a string without control characters, resolving inside the bundle.
 Expected<std::string> get_file(const json& obj, const std::filesystem::path& dir, const std::string& where) {
   PB_ASSIGN_OR_RETURN(std::string file, in_file(dir, sj::get_string(obj, "file", where)));
@@ -80,7 +71,7 @@ Expected<TargetEntry> parse_target(const json& t, const std::filesystem::path& d
   if (!t.is_object()) return bad(dir, where, "must be an object");
   TargetEntry e;
   PB_ASSIGN_OR_RETURN(e.name, in_file(dir, sj::get_string(t, "name", where)));
-  if (!valid_name(e.name))
+  if (!is_valid_target_name(e.name))
     return bad(dir, where + ".name", "'" + e.name.substr(0, 80) + "' is not a valid target name (letters, digits, _ . -; at most 64)");
   PB_ASSIGN_OR_RETURN(e.platform, in_file(dir, sj::get_string(t, "platform", where)));
   PB_ASSIGN_OR_RETURN(e.file, get_file(t, dir, where));
@@ -165,6 +156,14 @@ Expected<std::filesystem::path> resolve_in_bundle(const std::filesystem::path& b
     return invalid_argument(where + " (" + relative + ") leads outside the bundle, to " + resolved.string() +
                             " (through a symlink)");
   return resolved;
+}
+
+bool is_valid_target_name(std::string_view s) {
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); };
+  if (s.empty() || s.size() > 64 || !alnum(s.front())) return false;
+  for (char c : s)
+    if (!alnum(c) && c != '_' && c != '.' && c != '-') return false;
+  return true;
 }
 
 Expected<Manifest> parse_manifest(const std::string& text, const std::filesystem::path& dir) noexcept {

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -57,6 +58,9 @@ struct Manifest {
 };
 
 // Reads DIR/plugboard.json and checks it, including that every file resolves inside DIR.
+// A target name: letters, digits, '_', '.', '-'; a letter or digit first; at most 64 characters.
+bool is_valid_target_name(std::string_view name);
+
 Expected<Manifest> read_manifest(const std::filesystem::path& bundle_dir) noexcept;
 Expected<Manifest> parse_manifest(const std::string& text, const std::filesystem::path& bundle_dir) noexcept;
 Status write_manifest(const std::filesystem::path& bundle_dir, const Manifest& manifest);

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/environment.h"
 #include "base/no_throw.h"
 #include "base/regular_file.h"
 #include "base/sha256.h"
@@ -196,10 +197,10 @@ Status update_lock(const fs::path& lock_path, const Cache& cache, const std::vec
 }  // namespace
 
 fs::path default_cache_dir() {
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg && *xdg == '/') return fs::path(xdg) / "plugboard";
-  const char* home = std::getenv("HOME");
-  if (home && *home) return fs::path(home) / ".cache" / "plugboard";
+  // secure_getenv: a setuid process does not take its cache from the caller's environment.
+  const auto xdg = environment_override("XDG_CACHE_HOME");
+  if (xdg && xdg->front() == '/') return fs::path(*xdg) / "plugboard";
+  if (const auto home = environment_override("HOME")) return fs::path(*home) / ".cache" / "plugboard";
   std::error_code ec;
   return fs::temp_directory_path(ec) / "plugboard-cache";
 }

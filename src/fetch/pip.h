@@ -14,7 +14,8 @@
 
 namespace plugboard::fetch {
 
-// Runs pip into the empty folder `dir` and returns the wheel it left there. A failure carries pip's
+// Runs pip into the folder `dir` (empty but for the requirements file written there for a locked wheel)
+// and returns the wheel it left there. A failure carries pip's
 // own message (its last lines of output); an interpreter that cannot be run is named. pip runs in its
 // own process group, killed (all of it) when it outlives options.pip_time_limit: DEADLINE_EXCEEDED.
 Expected<std::filesystem::path> pip_download(const PackageSpec& spec, const std::optional<std::string>& wheel_sha256,

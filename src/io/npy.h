@@ -35,7 +35,7 @@ Expected<HostArray> parse_npy(std::span<const std::byte> bytes, std::string_view
 // /dev/zero or a directory is INVALID_ARGUMENT, without reading or blocking), and never more than its
 // header declares: the header is read first and the file's size checked against it (DATA_LOSS for less
 // data, INVALID_ARGUMENT for trailing bytes) before exactly the declared data is read; data larger than
-// kMaxArrayBytes (base/regular_file.h) is RESOURCE_EXHAUSTED, as is a header over 1 MiB.
+// kMaxArrayBytes (base/regular_file.h) is RESOURCE_EXHAUSTED; a header over 1 MiB is INVALID_ARGUMENT.
 Expected<HostArray> read_npy(const std::filesystem::path& path, std::optional<DType> expected = std::nullopt) noexcept;
 
 // The file numpy.save would write for this array: version 1.0 (2.0 only for a header past 65535 bytes),

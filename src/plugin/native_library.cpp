@@ -75,13 +75,23 @@ Expected<InspectedLibrary> inspect_library(const std::filesystem::path& path, co
   return lib;
 }
 
-Expected<void*> open_inspected_library(const InspectedLibrary& library, const std::string& what) {
+Expected<void*> dlopen_inspected_library(const InspectedLibrary& library) {
   void* handle = ::dlopen(library.canonical.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* why = ::dlerror();
     return make_error(Code::kFailedPrecondition,
                       "cannot load " + library.canonical.string() + ": " + (why ? why : "dlopen failed"));
   }
+  return handle;
+}
+
+Expected<void*> open_inspected_library(const InspectedLibrary& library, const std::string& what) {
+  PB_ASSIGN_OR_RETURN(void* handle, dlopen_inspected_library(library));
+  PB_RETURN_IF_ERROR(check_loaded_identity(library, what));
+  return handle;
+}
+
+Status check_loaded_identity(const InspectedLibrary& library, const std::string& what) {
   // The path dlopen read must still be the file inspected (and verified): a file replaced or rewritten
   // in the meantime has another device, inode, size, mtime or ctime.
   auto now = file_identity(library.canonical);
@@ -91,7 +101,7 @@ Expected<void*> open_inspected_library(const InspectedLibrary& library, const st
     return std::unexpected(changed(what, library.canonical,
                                    library.verified ? "between verification and load" : "while it was being loaded",
                                    expected, *now));
-  return handle;
+  return ok();
 }
 
 }  // namespace plugboard

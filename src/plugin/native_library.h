@@ -2,7 +2,10 @@
 // be a regular file (a FIFO never blocks), a well-formed ELF shared library for this machine whose
 // segments and sections lie inside it (a truncated file would fault inside dlopen), and, when it was
 // verified against a manifest in this process, the very file that was hashed. After dlopen the path
-// must still be that file: one replaced or rewritten between verification and load is refused.
+// must still be that file: one replaced or rewritten between verification and load is refused. (That
+// check comes after dlopen, so it detects such a change rather than prevents it: the library's
+// constructors have run by then; a refused library is never used and never initialized, see
+// plugin.cpp. dlopen by descriptor would close the gap but break $ORIGIN in the plugins' RUNPATH.)
 #pragma once
 
 #include <filesystem>
@@ -39,5 +42,9 @@ Expected<InspectedLibrary> inspect_library(const std::filesystem::path& path, co
 // DATA_LOSS when the path no longer is the inspected (and verified) file. FAILED_PRECONDITION with
 // dlerror when dlopen fails.
 Expected<void*> open_inspected_library(const InspectedLibrary& library, const std::string& what);
+// The two halves of open_inspected_library, for a caller that must know the library was mapped (its
+// constructors have run, and dlopen would hand back the same handle) even when the check then fails.
+Expected<void*> dlopen_inspected_library(const InspectedLibrary& library);
+Status check_loaded_identity(const InspectedLibrary& library, const std::string& what);
 
 }  // namespace plugboard

@@ -205,16 +205,32 @@ LoadTrace load_plugin_traced(const std::filesystem::path& requested) {
   std::shared_ptr<Plugin> plugin;
   bool mapped = false;  // dlopen succeeded: from then on the outcome is final for this process
   std::shared_ptr<Entry> same_library;  // set when dlopen returned a library another entry loaded
+  // Once mapped, the library's constructors have run and dlopen would return the same handle: the
+  // outcome is final on every way out, an exception included, so that no later load initializes it
+  // a second time (or runs a library that was refused after it was mapped).
+  struct FinalOnExit {
+    Entry& entry;
+    const bool& mapped;
+    ~FinalOnExit() {
+      if (mapped && !entry.final) {
+        entry.final = true;
+        entry.plugin = make_error(Code::kInternal, "loading this plugin was interrupted; it is not tried again");
+        entry.failed_step = LoadStep::kLoad;
+      }
+    }
+  } final_on_exit{*entry, mapped};
   auto open = [&]() -> Status {
     const std::string label = lib.canonical.string();
     // Never dlclose: plugins keep threads and static state that outlive any handle we could track.
-    PB_ASSIGN_OR_RETURN(void* handle, open_inspected_library(lib, "plugin"));
+    PB_ASSIGN_OR_RETURN(void* handle, dlopen_inspected_library(lib));
     mapped = true;
     {
       std::lock_guard lock(t.mu);
       auto [it, inserted] = t.by_handle.emplace(handle, entry);
       if (!inserted && it->second != entry) same_library = it->second;
     }
+    // Refused after mapping (the file changed between verification and load): final, never retried.
+    PB_RETURN_IF_ERROR(check_loaded_identity(lib, "plugin"));
     if (same_library) return ok();
     using GetPjrtApiFn = const PJRT_Api* (*)();
     auto get_api = reinterpret_cast<GetPjrtApiFn>(::dlsym(handle, "GetPjrtApi"));
@@ -303,7 +319,7 @@ LoadTrace load_plugin_traced(const std::filesystem::path& requested) {
     t.in_order.push_back(*trace.plugin);
   }
   // A file dlopen could not map (a missing dependency, not an ELF) left nothing behind: it may be tried
-  // again once the cause is fixed (e.g. its companion libraries were installed).
+  // again once the cause is fixed (e.g. its companion libraries were installed). A mapped one is final.
   if (mapped) {
     entry->final = true;
     entry->plugin = trace.plugin;

@@ -86,6 +86,8 @@ Expected<std::shared_ptr<Client>> Client::create(std::shared_ptr<const Plugin> p
     args.num_options = named.size();
     PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Client_Create, args), doing));
 
+    if (!args.client)
+      return std::unexpected(plugin_output::bad_output(api, "PJRT_Client_Create", "a null client without an error"));
     std::shared_ptr<Client> client(new Client());
     client->plugin_ = std::move(plugin);
     client->client_ = args.client;  // owned from here: ~Client destroys it on any early return

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/no_throw.h"
+#include "plugin/plugin_output.h"
 #include "runtime/client.h"
 #include "runtime/execute_context.h"
 #include "runtime/executable_internal.h"
@@ -233,6 +234,10 @@ Expected<Execution> Executable::execute_async(std::span<Buffer* const> args, con
     result.outputs.reserve(n_out);
     for (size_t i = 0; i < n_out; ++i)
       result.outputs.push_back(Buffer(client_, out_list[i], signature_.results[i].dtype, Dims(), 0));
+    for (size_t i = 0; i < n_out; ++i)
+      if (!out_list[i])
+        return std::unexpected(plugin_output::bad_output(api, "PJRT_LoadedExecutable_Execute",
+                                                         "a null buffer for output " + std::to_string(i)));
     for (size_t i = 0; i < n_out; ++i) {
       auto dims = output_dims(api, out_list[i], signature_.results[i], i);
       if (!dims) return std::unexpected(std::move(dims).error().annotate("executing " + name_));

@@ -1,5 +1,6 @@
 #include <string>
 
+#include "plugin/plugin_output.h"
 #include "runtime/executable_internal.h"
 #include "runtime/proto/xla_subset.pb.h"
 
@@ -96,17 +97,34 @@ Expected<Signature> query_signature(const abi::Api& api, PJRT_Executable* exe) {
     return make_error(Code::kInternal, "the plugin reports " + std::to_string(num.num_outputs) + " outputs but " +
                                            std::to_string(types.num_output_types) + " output types and " +
                                            std::to_string(dims.num_outputs) + " output shapes");
-  const int64_t* d = dims.dims;
+  // What the plugin hands back is checked before it is read: the lists exist, each rank is sane, and
+  // the ranks add up to no more than a bounded total.
+  PB_ASSIGN_OR_RETURN(auto type_list, plugin_output::list(api, "PJRT_Executable_OutputElementTypes", "output_types",
+                                                          types.output_types, types.num_output_types));
+  PB_ASSIGN_OR_RETURN(auto rank_list, plugin_output::list(api, "PJRT_Executable_OutputDimensions", "dim_sizes",
+                                                          dims.dim_sizes, dims.num_outputs));
+  constexpr size_t kMaxRank = 64;
+  size_t total_dims = 0;
+  for (size_t i = 0; i < rank_list.size(); ++i) {
+    if (rank_list[i] > kMaxRank)
+      return std::unexpected(plugin_output::bad_output(api, "PJRT_Executable_OutputDimensions",
+                                                       "a rank of " + std::to_string(rank_list[i]) + " for output " +
+                                                           std::to_string(i)));
+    total_dims += rank_list[i];
+  }
+  PB_ASSIGN_OR_RETURN(auto dim_list, plugin_output::list(api, "PJRT_Executable_OutputDimensions", "dims", dims.dims,
+                                                         total_dims));
+  const int64_t* d = dim_list.data();
   for (size_t i = 0; i < num.num_outputs; ++i) {
     ArrayType t;
-    const int type = abi::enum_value(types.output_types[i]);
+    const int type = abi::enum_value(type_list[i]);
     t.dtype = abi::from_pjrt(type);
     if (t.dtype == DType::kInvalid)
       return make_error(Code::kUnimplemented, "output " + std::to_string(i) + " has element type " +
                                                   abi::pjrt_type_name(type) +
                                                   ", which plugboard does not handle");
-    t.dims = Dims(std::span<const int64_t>(d, dims.dim_sizes[i]));
-    d += dims.dim_sizes[i];
+    t.dims = Dims(std::span<const int64_t>(d, rank_list[i]));
+    d += rank_list[i];
     sig.results.push_back(std::move(t));
   }
   return sig;

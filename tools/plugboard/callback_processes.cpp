@@ -136,6 +136,8 @@ void install_callback_signal_handlers() {
   static std::once_flag once;
   std::call_once(once, [] {
     if (::pipe2(g_signal_pipe, O_CLOEXEC) != 0) return;  // no handlers: signals keep their default
+    // The handler must never block, however many signals arrive before the watcher reads them.
+    ::fcntl(g_signal_pipe[1], F_SETFL, ::fcntl(g_signal_pipe[1], F_GETFL) | O_NONBLOCK);
     std::thread(watch_signals).detach();
     for (int sig : kSignals) {
       struct sigaction old {};
@@ -186,11 +188,21 @@ Expected<int> run_process_group(const std::string& what, std::vector<std::string
 
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   posix_spawnattr_setpgroup(&attr, 0);  // a group of its own, led by the command's shell
   sigset_t none;
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&attr, &none);
+  // Signals plugboard's caller may have ignored (nohup) are the command's default again.
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT}) sigaddset(&defaults, sig);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  // A group that is not the terminal's foreground group is stopped (SIGTTIN) when it reads the
+  // terminal, and would sit there until the timeout: callback commands read nothing.
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
 
   Registry& r = registry();
   pid_t pid = -1;
@@ -199,10 +211,11 @@ Expected<int> run_process_group(const std::string& what, std::vector<std::string
     // Under the lock: the signal thread either sees the group or stops the spawn.
     std::lock_guard lock(r.mutex);
     if (r.terminating) wait_for_the_end();
-    rc = posix_spawn(&pid, args[0], nullptr, &attr, args.data(), env.data());
+    rc = posix_spawn(&pid, args[0], &files, &attr, args.data(), env.data());
     if (rc == 0) r.groups.insert(pid);
   }
   posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&files);
   if (rc != 0) return make_error(Code::kInternal, what + ": cannot start " + argv[0] + ": " + std::strerror(rc));
   // From here on the group exists: nothing of it may outlive the call, whichever way it ends.
 

@@ -77,6 +77,10 @@ Expected<Request> parse_request(const Options& o) {
   Request r;
   for (const auto& t : o.targets) {
     PB_ASSIGN_OR_RETURN(auto kv, split_once(t, '=', "--target"));
+    // Before anything is fetched: a bad name must not leave a cache or lock file changed behind it.
+    if (!bundle::is_valid_target_name(kv.first))
+      return invalid_argument("--target " + t + ": '" + kv.first +
+                              "' is not a valid target name (letters, digits, _ . -; a letter or digit first; at most 64)");
     for (const auto& other : r.targets)
       if (other.name == kv.first) return invalid_argument("--target " + t + ": target " + kv.first + " is given twice");
     Request::Target target;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "json_output.h"
 #include "conformance/runner.h"
 
 namespace plugboard::cli {
@@ -66,7 +67,7 @@ Command add_conform_command(CLI::App& app) {
             j["passed"] = pass;
             j["failed"] = fail;
             j["limitations"] = limited;
-            if (o->json) std::printf("%s\n", j.dump(2).c_str());
+            if (o->json) std::printf("%s\n", json_text(j, 2).c_str());
             else std::printf("%zu passed, %zu failed, %zu known limitations on %s\n", pass, fail, limited,
                              (*plugin)->path().string().c_str());
             return fail == 0 && !results.empty() ? 0 : 1;

@@ -54,8 +54,7 @@ Command add_doctor_command(CLI::App& app) {
             }
             auto result = bundle::boot(b);
             if (!result) {
-              // As print_error, with the message's control characters spelled out (it can quote a manifest).
-              std::fprintf(stderr, "plugboard: error: %s\n", terminal_safe(result.error().to_string()).c_str());
+              print_error(result.error());  // control characters spelled out: it can quote a manifest
               return kExitFailure;
             }
             if (o->json) print(result->selection.report.to_json() + "\n");

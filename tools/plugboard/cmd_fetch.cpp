@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "json_output.h"
 #include "fetch/fetch.h"
 
 namespace plugboard::cli {
@@ -65,7 +66,7 @@ int run(const Options& opts) {
   if (opts.json) {
     nlohmann::ordered_json all = nlohmann::ordered_json::array();
     for (const auto& f : *fetched) all.push_back(to_json(f));
-    std::printf("%s\n", all.dump(2).c_str());
+    std::printf("%s\n", json_text(all, 2).c_str());
     return 0;
   }
   for (const auto& f : *fetched)

@@ -8,7 +8,9 @@
 #include <chrono>
 
 #include "callback/registry.h"
+#include "base/terminal_text.h"
 #include "commands.h"
+#include "json_output.h"
 #include "runtime/client.h"
 
 namespace plugboard::cli {
@@ -60,32 +62,35 @@ nlohmann::json inspect(const std::string& path, bool& ok) {
   return j;
 }
 
+// Every string shown comes from the plugin or the command line: printed with control characters spelled out.
+std::string shown(const nlohmann::json& v) { return terminal_safe(v.is_string() ? v.get<std::string>() : json_text(v)); }
+
 void print_text(const nlohmann::json& j) {
-  std::printf("%s\n", j["path"].get<std::string>().c_str());
+  std::printf("%s\n", shown(j["path"]).c_str());
   if (j.contains("load_error")) {
-    std::printf("  not loaded: %s\n", j["load_error"]["message"].get<std::string>().c_str());
+    std::printf("  not loaded: %s\n", shown(j["load_error"]["message"]).c_str());
     return;
   }
-  std::printf("  PJRT API     %s\n", j["pjrt_version"].get<std::string>().c_str());
+  std::printf("  PJRT API     %s\n", shown(j["pjrt_version"]).c_str());
   if (j.contains("attributes"))
-    for (const auto& [k, v] : j["attributes"].items()) std::printf("  %-12s %s\n", k.c_str(), v.dump().c_str());
+    for (const auto& [k, v] : j["attributes"].items()) std::printf("  %-12s %s\n", terminal_safe(k).c_str(), shown(v).c_str());
   std::string ext;
   for (const auto& e : j["extensions"])
-    ext += (ext.empty() ? "" : ", ") + e["name"].get<std::string>() + " (" + std::to_string(e["struct_size"].get<size_t>()) + " B)";
+    ext += (ext.empty() ? "" : ", ") + shown(e["name"]) + " (" + std::to_string(e["struct_size"].get<size_t>()) + " B)";
   std::printf("  extensions   %s\n", ext.empty() ? "none" : ext.c_str());
   if (j.contains("client_error")) {
-    std::printf("  client       failed: %s\n", j["client_error"]["message"].get<std::string>().c_str());
+    std::printf("  client       failed: %s\n", shown(j["client_error"]["message"]).c_str());
     return;
   }
-  std::printf("  platform     %s (%s)\n", j["platform"].get<std::string>().c_str(), j["platform_version"].get<std::string>().c_str());
+  std::printf("  platform     %s (%s)\n", shown(j["platform"]).c_str(), shown(j["platform_version"]).c_str());
   std::printf("  devices      %zu\n", j["devices"].size());
   for (const auto& d : j["devices"])
-    std::printf("    #%d %s  %s\n", d["id"].get<int>(), d["kind"].get<std::string>().c_str(), d["description"].get<std::string>().c_str());
+    std::printf("    #%d %s  %s\n", d["id"].get<int>(), shown(d["kind"]).c_str(), shown(d["description"]).c_str());
   const auto& cb = j["host_callbacks"];
   if (cb["works"].get<bool>())
     std::printf("  callbacks    work (self-test %.1f ms)\n", cb["self_test_ms"].get<double>());
   else
-    std::printf("  callbacks    do not work: %s\n", cb["error"]["message"].get<std::string>().c_str());
+    std::printf("  callbacks    do not work: %s\n", shown(cb["error"]["message"]).c_str());
 }
 
 }  // namespace
@@ -100,7 +105,7 @@ Command add_plugins_command(CLI::App& app) {
     nlohmann::json reports = nlohmann::json::array();
     for (const auto& path : opts->paths) reports.push_back(inspect(path, all_ok));
     if (opts->json) {
-      std::printf("%s\n", reports.dump(2).c_str());
+      std::printf("%s\n", json_text(reports, 2).c_str());
     } else {
       for (const auto& r : reports) print_text(r);
     }

@@ -10,6 +10,7 @@
 
 #include "base/parse_number.h"
 #include "commands.h"
+#include "json_output.h"
 #include "io/array_format.h"
 #include "io/npy.h"
 #include "bundle/boot.h"
@@ -216,7 +217,7 @@ Command add_run_command(CLI::App& app) {
               print_error(report.error());
               return 1;
             }
-            if (o->json) std::printf("%s\n", report->dump(2).c_str());
+            if (o->json) std::printf("%s\n", json_text(*report, 2).c_str());
             else print_text(*report);
             return 0;
           }};

@@ -40,6 +40,13 @@ Expected<io::HostArray> read_result(const std::filesystem::path& path, const Mut
                        raw_bits ? std::optional<DType>(want.dtype) : std::nullopt);
 }
 
+// More than 0 and at most kMaxCallbackTimeoutSeconds; `shown` is the value as the message shows it.
+Status check_callback_timeout(double seconds, const std::string& shown) {
+  if (seconds > 0 && seconds <= kMaxCallbackTimeoutSeconds) return ok();
+  return invalid_argument("--callback-timeout " + shown + ": must be more than 0 and at most " +
+                          std::to_string(static_cast<int64_t>(kMaxCallbackTimeoutSeconds)) + " seconds");
+}
+
 Status run_command(const std::string& name, const std::string& command, std::chrono::milliseconds timeout,
                    const BlockingCall& call) {
   PB_ASSIGN_OR_RETURN(CallbackScratch folder, CallbackScratch::create());
@@ -128,9 +135,7 @@ Expected<std::shared_ptr<HostCallbacks>> make_run_callbacks(const RunCallbackOpt
     std::fflush(to);
     return ok();
   }));
-  if (!(options.timeout_seconds > 0) || options.timeout_seconds > kMaxCallbackTimeoutSeconds)
-    return invalid_argument("--callback-timeout " + std::to_string(options.timeout_seconds) + ": must be more than 0 and at most " +
-                            std::to_string(static_cast<int64_t>(kMaxCallbackTimeoutSeconds)) + " seconds");
+  PB_RETURN_IF_ERROR(check_callback_timeout(options.timeout_seconds, std::to_string(options.timeout_seconds)));
   const auto timeout = std::chrono::milliseconds(std::max<int64_t>(1, std::llround(options.timeout_seconds * 1000)));
   if (!options.commands.empty()) install_callback_signal_handlers();
   for (const std::string& spec : options.commands) {
@@ -150,9 +155,7 @@ Expected<std::shared_ptr<HostCallbacks>> make_run_callbacks(const RunCallbackOpt
 
 Expected<double> parse_callback_timeout(std::string_view text) {
   PB_ASSIGN_OR_RETURN(const double seconds, parse_double(text, "--callback-timeout"));
-  if (!(seconds > 0) || seconds > kMaxCallbackTimeoutSeconds)
-    return invalid_argument("--callback-timeout '" + std::string(text) + "': must be more than 0 and at most " +
-                            std::to_string(static_cast<int64_t>(kMaxCallbackTimeoutSeconds)) + " seconds");
+  PB_RETURN_IF_ERROR(check_callback_timeout(seconds, "'" + std::string(text) + "'"));
   return seconds;
 }
 

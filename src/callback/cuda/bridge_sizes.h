@@ -2,7 +2,7 @@
 // is compiled by nvcc into its own shared object and links nothing of plugboard, so it cannot call
 // base's byte_size(). This is the same checked logic (a negative dimension or an overflowing product
 // is refused, never wrapped), kept in a header so that the CPU-only tests check it against
-// byte_size() on every dtype and edge case (tests/cuda_bridge_sizes_test.cpp).
+// byte_size() on every dtype and edge case (CudaBridgeSizes.* in tests/callback_trust_test.cpp).
 #ifndef PLUGBOARD_CUDA_BRIDGE_SIZES_H_
 #define PLUGBOARD_CUDA_BRIDGE_SIZES_H_
 
