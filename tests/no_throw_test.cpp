@@ -116,10 +116,15 @@ TEST_F(NoThrowTest, ReadingAnNpyFile) {
 }
 
 TEST_F(NoThrowTest, LoadingAPluginAndCreatingAClient) {
-  // A copy of the fault plugin of our own, so that its first load (not a table lookup) is swept.
-  const fs::path copy = dir_ / "libfault_copy.so";
-  fs::copy_file(PLUGBOARD_FIXTURE_FAULT_WELL_FORMED, copy);
+  // A fresh copy of the fault plugin for every call, so that each is a first load (a load that fails
+  // once the library is mapped is final for that file: it is never initialized twice).
+  long copies = 0;
+  fs::path copy;
   SweepResult loads = sweep([&] {
+    disarm();
+    copy = dir_ / ("libfault_copy_" + std::to_string(++copies) + ".so");
+    fs::copy_file(PLUGBOARD_FIXTURE_FAULT_WELL_FORMED, copy);
+    t_countdown = copies;  // re-armed: the copy above is the test's, not the call's
     const bool ok = load_plugin(copy).has_value();
     disarm();
     return ok;

@@ -140,12 +140,29 @@ TEST(VerifyLoadTest, PluginRewrittenInPlaceBetweenVerifyAndLoadIsRefused) {
   std::filesystem::copy_file(PLUGBOARD_FIXTURE_FAULT_WELL_FORMED, plugin);
   PB_ASSERT_OK(select::verify_candidate(candidate_for(plugin), VerifyOptions{}));
   let_the_clock_tick();
-  rewrite_in_place_keeping_mtime(plugin, read_all(plugin));  // same inode, size and mtime
+  std::string tampered = read_all(plugin);
+  tampered.back() = static_cast<char>(tampered.back() ^ 0x5a);
+  rewrite_in_place_keeping_mtime(plugin, tampered);  // other bytes: same inode, size and mtime
   auto r = load_plugin(plugin);
   ASSERT_FALSE(r) << "a plugin rewritten after verification was loaded";
   EXPECT_EQ(r.error().code(), Code::kDataLoss);
   EXPECT_NE(r.error().message().find("changed between verification and load"), std::string::npos) << r.error().to_string();
   std::filesystem::remove_all(dir);
+}
+
+TEST(VerifyLoadTest, AHardLinkOrAChmodBetweenVerifyAndLoadIsNoChange) {
+  // Bundles hard-link plugins from the fetch cache: a link made to a file while another process
+  // verifies and loads it moves the file's ctime and nothing else. The content decides (hashed
+  // again), so the load goes on.
+  const testing::ScratchDir scratch;
+  const std::filesystem::path plugin = scratch / "plugin.so";
+  std::filesystem::copy_file(PLUGBOARD_FIXTURE_FAULT_WELL_FORMED, plugin);
+  PB_ASSERT_OK(select::verify_candidate(candidate_for(plugin), VerifyOptions{}));
+  let_the_clock_tick();
+  std::filesystem::create_hard_link(plugin, scratch / "linked.so");
+  ASSERT_EQ(::chmod(plugin.c_str(), 0755), 0);
+  auto loaded = load_plugin(plugin);
+  EXPECT_TRUE(loaded) << loaded.error().to_string();
 }
 
 TEST(VerifyLoadTest, APluginThatChangesAsItIsMappedIsRefusedForGoodAndNeverInitialized) {
@@ -202,7 +219,9 @@ TEST(VerifyLoadTest, BundleBridgeChangedAfterVerificationIsRefused) {
   ASSERT_TRUE(verified_identity(bridge).has_value()) << "companions are recorded like the plugin";
 
   let_the_clock_tick();
-  rewrite_in_place_keeping_mtime(bridge, read_all(bridge));
+  std::string tampered = read_all(bridge);
+  tampered.back() = static_cast<char>(tampered.back() ^ 0x5a);
+  rewrite_in_place_keeping_mtime(bridge, tampered);
   auto r = load_device_bridge("CUDA", plugin);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code(), Code::kDataLoss) << r.error().to_string();

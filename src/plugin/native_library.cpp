@@ -6,12 +6,19 @@
 #include <map>
 #include <mutex>
 
+#include "base/sha256.h"
+
 namespace plugboard {
 namespace {
 
+struct VerifiedFile {
+  FileIdentity identity;
+  std::string sha256;
+};
+
 struct VerifiedFiles {
   std::mutex mu;
-  std::map<std::filesystem::path, FileIdentity> by_path;
+  std::map<std::filesystem::path, VerifiedFile> by_path;
 };
 
 VerifiedFiles& verified_files() {
@@ -36,18 +43,40 @@ Error changed(const std::string& what, const std::filesystem::path& path, const 
 
 }  // namespace
 
-void record_verified_file(const std::filesystem::path& path, const FileIdentity& identity) {
+void record_verified_file(const std::filesystem::path& path, const FileIdentity& identity, const std::string& sha256) {
   VerifiedFiles& v = verified_files();
   std::lock_guard lock(v.mu);
-  v.by_path[canonical_or_absolute(path)] = identity;
+  v.by_path[canonical_or_absolute(path)] = {identity, sha256};
 }
 
 std::optional<FileIdentity> verified_identity(const std::filesystem::path& path) {
   VerifiedFiles& v = verified_files();
   const std::filesystem::path key = canonical_or_absolute(path);
   std::lock_guard lock(v.mu);
-  if (auto it = v.by_path.find(key); it != v.by_path.end()) return it->second;
+  if (auto it = v.by_path.find(key); it != v.by_path.end()) return it->second.identity;
   return std::nullopt;
+}
+
+namespace {
+std::optional<std::string> verified_sha256(const std::filesystem::path& path) {
+  VerifiedFiles& v = verified_files();
+  std::lock_guard lock(v.mu);
+  if (auto it = v.by_path.find(canonical_or_absolute(path)); it != v.by_path.end()) return it->second.sha256;
+  return std::nullopt;
+}
+}  // namespace
+
+Status confirm_same_file(const std::filesystem::path& path, const FileIdentity& expected, const FileIdentity& now,
+                         const std::optional<std::string>& sha256, const std::string& what, const std::string& when) {
+  if (now == expected) return ok();
+  const bool metadata_only = now.device == expected.device && now.inode == expected.inode && now.size == expected.size &&
+                             now.mtime_ns == expected.mtime_ns;
+  if (!metadata_only) return std::unexpected(changed(what, path, when, expected, now));
+  if (!sha256) return ok();
+  // Only the ctime moved: the bytes decide. Hashed again, through the path dlopen reads.
+  auto actual = sha256_file(path);
+  if (actual && *actual == *sha256) return ok();
+  return std::unexpected(changed(what, path, when + " (its content no longer has the sha256 verified)", expected, now));
 }
 
 std::string describe_identity(const FileIdentity& id) {
@@ -70,8 +99,11 @@ Expected<InspectedLibrary> inspect_library(const std::filesystem::path& path, co
   }
   lib.identity = elf->identity();
   lib.verified = verified_identity(lib.canonical);
-  if (lib.verified && *lib.verified != lib.identity)
-    return std::unexpected(changed(what, lib.canonical, "between verification and load", *lib.verified, lib.identity));
+  if (lib.verified) {
+    lib.sha256 = verified_sha256(lib.canonical);
+    PB_RETURN_IF_ERROR(confirm_same_file(lib.canonical, *lib.verified, lib.identity, lib.sha256, what,
+                                         "between verification and load"));
+  }
   return lib;
 }
 
@@ -97,11 +129,8 @@ Status check_loaded_identity(const InspectedLibrary& library, const std::string&
   auto now = file_identity(library.canonical);
   if (!now) return std::unexpected(std::move(now).error().annotate("after loading " + what + " " + library.canonical.string()));
   const FileIdentity& expected = library.verified ? *library.verified : library.identity;
-  if (*now != expected)
-    return std::unexpected(changed(what, library.canonical,
-                                   library.verified ? "between verification and load" : "while it was being loaded",
-                                   expected, *now));
-  return ok();
+  return confirm_same_file(library.canonical, expected, *now, library.sha256, what,
+                           library.verified ? "between verification and load" : "while it was being loaded");
 }
 
 }  // namespace plugboard

@@ -20,8 +20,17 @@ namespace plugboard {
 
 // The process-wide record of files verified (size + sha256) against a manifest, with the identity
 // (device, inode, size, mtime, ctime) the file had while it was hashed. Keyed by canonical path.
-void record_verified_file(const std::filesystem::path& path, const FileIdentity& identity);
+void record_verified_file(const std::filesystem::path& path, const FileIdentity& identity, const std::string& sha256);
 std::optional<FileIdentity> verified_identity(const std::filesystem::path& path);
+
+// Whether `now` is still the file `expected` describes. Equal identities are; so is one that differs
+// in ctime alone (same device, inode, size and mtime: a hard link made or removed, a chmod; bundles
+// hard-link plugins from the fetch cache, so this happens to files being loaded) when the content
+// still has the sha256 verification hashed (`sha256`, hashed again here), or when nothing was
+// verified (no hash to hold it to). Anything else is DATA_LOSS naming the file, `when` it changed and
+// both identities.
+Status confirm_same_file(const std::filesystem::path& path, const FileIdentity& expected, const FileIdentity& now,
+                         const std::optional<std::string>& sha256, const std::string& what, const std::string& when);
 
 // "device 2049, inode 1234, 10 bytes, mtime ..., ctime ..." for messages.
 std::string describe_identity(const FileIdentity& id);
@@ -30,6 +39,7 @@ struct InspectedLibrary {
   std::filesystem::path canonical;  // absolute, symlinks resolved: what dlopen is given
   FileIdentity identity;            // of the file inspected (fstat of the descriptor)
   std::optional<FileIdentity> verified;  // what verification hashed, when it did
+  std::optional<std::string> sha256;      // and the content's sha256 it found
 };
 
 // The checks before dlopen. `what` names the kind of file in messages ("plugin", "device bridge").

@@ -85,7 +85,7 @@ Expected<bool> verify_file(const std::filesystem::path& path, std::optional<uint
                                            std::to_string(*size) + " (size): the file was changed or truncated");
   const std::string expected_line = stamp_line(id, path, sha256);
   if (!options.rehash && !options.stamp_dir.empty() && read_stamp(stamp_path(options.stamp_dir, path)) == expected_line) {
-    record_verified_file(path, id);
+    record_verified_file(path, id, sha256);
     return false;
   }
   // /proc/self/fd/N opens the file the descriptor holds, whatever the path now names.
@@ -96,14 +96,16 @@ Expected<bool> verify_file(const std::filesystem::path& path, std::optional<uint
                                            " (sha256): the file was changed; refusing to load it");
   // The file must not have changed while it was hashed (written in place), and the path must still
   // name it (not replaced): otherwise the bytes hashed are not the bytes that would be loaded.
+  // (A ctime that moved alone, from a hard link or a chmod, is held to the hash: confirm_same_file.)
   struct stat after {};
-  if (::fstat(fd.get(), &after) != 0 || file_identity(after) != id)
+  if (::fstat(fd.get(), &after) != 0)
     return make_error(Code::kDataLoss, path.string() + " changed while it was being hashed; refusing to load it");
+  PB_RETURN_IF_ERROR(confirm_same_file(path, id, file_identity(after), sha256, "plugin file", "while it was being hashed"));
   auto now = file_identity(path);
-  if (!now || *now != id)
-    return make_error(Code::kDataLoss, path.string() + " was replaced while it was being hashed; refusing to load it");
+  if (!now) return make_error(Code::kDataLoss, path.string() + " was removed while it was being hashed; refusing to load it");
+  PB_RETURN_IF_ERROR(confirm_same_file(path, id, *now, sha256, "plugin file", "while it was being hashed (replaced)"));
   if (!options.stamp_dir.empty()) write_stamp(options.stamp_dir, path, expected_line);
-  record_verified_file(path, id);
+  record_verified_file(path, id, sha256);
   return true;
 }
 
