@@ -239,6 +239,10 @@ Expected<Execution> Executable::execute_async(std::span<Buffer* const> args, con
         return std::unexpected(plugin_output::bad_output(api, "PJRT_LoadedExecutable_Execute",
                                                          "a null buffer for output " + std::to_string(i)));
     for (size_t i = 0; i < n_out; ++i) {
+      if (i < signature_.results_dynamic.size() && !signature_.results_dynamic[i]) {
+        result.outputs[i].dims_ = signature_.results[i].dims;
+        continue;
+      }
       auto dims = output_dims(api, out_list[i], signature_.results[i], i);
       if (!dims) return std::unexpected(std::move(dims).error().annotate("executing " + name_));
       result.outputs[i].dims_ = std::move(*dims);

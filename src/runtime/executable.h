@@ -40,6 +40,10 @@ struct Signature {
   // As compiled: a bounded dynamic dimension (tensor<?xf32, #stablehlo.bounds<8>>) shows its bound. The
   // outputs of an execution carry the dims their buffers have (see execute_async).
   std::vector<ArrayType> results;
+  // Per result, whether the optimized program marks a dimension of it dynamic; empty when the plugin
+  // could not tell. Only such results (or all, when empty) have their dims read from their buffers:
+  // the others are the compiled dims, which spares two PJRT calls per output on the execute path.
+  std::vector<bool> results_dynamic;
 };
 
 struct ExecuteOptions {

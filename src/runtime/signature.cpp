@@ -38,21 +38,40 @@ ArrayType to_array_type(const xla_subset::ShapeProto& s) {
   return t;
 }
 
-// The entry computation's parameters from an HloModuleProto: host_program_shape, or else the
-// program_shape of the entry computation.
-std::optional<std::vector<ArrayType>> entry_parameters(const xla_subset::HloModuleProto& m) {
+// What the optimized program says of the entry computation: its parameters' types, and for each result
+// whether a dimension of it is dynamic (its buffer's dims are then the sizes of the run).
+struct EntryShapes {
+  std::vector<ArrayType> parameters;
+  std::vector<bool> results_dynamic;
+};
+
+bool any_dynamic(const xla_subset::ShapeProto& s) {
+  for (bool d : s.is_dynamic_dimension())
+    if (d) return true;
+  return false;
+}
+
+// host_program_shape, or else the program_shape of the entry computation.
+std::optional<EntryShapes> entry_shapes(const xla_subset::HloModuleProto& m) {
   const xla_subset::ProgramShapeProto* shape = nullptr;
   if (m.has_host_program_shape()) shape = &m.host_program_shape();
   for (const auto& c : m.computations())
     if (!shape && (c.id() == m.entry_computation_id() || c.name() == m.entry_computation_name()) && c.has_program_shape())
       shape = &c.program_shape();
   if (!shape) return std::nullopt;
-  std::vector<ArrayType> out;
-  for (const auto& p : shape->parameters()) out.push_back(to_array_type(p));
+  EntryShapes out;
+  for (const auto& p : shape->parameters()) out.parameters.push_back(to_array_type(p));
+  constexpr int kTuple = 13;  // xla.PrimitiveType TUPLE
+  const xla_subset::ShapeProto& result = shape->result();
+  if (result.element_type() == kTuple) {
+    for (const auto& r : result.tuple_shapes()) out.results_dynamic.push_back(any_dynamic(r));
+  } else {
+    out.results_dynamic.push_back(any_dynamic(result));
+  }
   return out;
 }
 
-std::optional<std::vector<ArrayType>> parameters_from_optimized_program(const abi::Api& api, PJRT_Executable* exe) {
+std::optional<EntryShapes> shapes_from_optimized_program(const abi::Api& api, PJRT_Executable* exe) {
   if (!PB_PJRT_HAS(api, PJRT_Executable_OptimizedProgram)) return std::nullopt;
   // First call: the size; second call: the bytes.
   auto program = PB_PJRT_ARGS(PJRT_Program);
@@ -72,16 +91,17 @@ std::optional<std::vector<ArrayType>> parameters_from_optimized_program(const ab
   } else if (!module.ParseFromString(code)) {
     return std::nullopt;
   }
-  return entry_parameters(module);
+  return entry_shapes(module);
 }
 
 }  // namespace
 
 Expected<Signature> query_signature(const abi::Api& api, PJRT_Executable* exe) {
   Signature sig;
-  if (auto params = parameters_from_optimized_program(api, exe)) {
+  std::optional<EntryShapes> entry = shapes_from_optimized_program(api, exe);
+  if (entry) {
     sig.parameters_known = true;
-    sig.parameters = std::move(*params);
+    sig.parameters = std::move(entry->parameters);
   }
   auto num = PB_PJRT_ARGS(PJRT_Executable_NumOutputs_Args);
   num.executable = exe;
@@ -127,6 +147,8 @@ Expected<Signature> query_signature(const abi::Api& api, PJRT_Executable* exe) {
     d += rank_list[i];
     sig.results.push_back(std::move(t));
   }
+  // Trusted only when the program's results line up with the outputs the plugin reports.
+  if (entry && entry->results_dynamic.size() == sig.results.size()) sig.results_dynamic = std::move(entry->results_dynamic);
   return sig;
 }
 
