@@ -22,7 +22,7 @@ if [ $sanitize -eq 1 ]; then
   export LSAN_OPTIONS="suppressions=$root/tests/lsan.supp:print_suppressions=0"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   (cd "$root/build-sanitize" && ctest --output-on-failure -j "$jobs")
-  echo "[test] ThreadSanitizer build (the threaded callback and fetch tests)"
+  echo "[test] ThreadSanitizer build (threaded callbacks, fetches, plugin loads, bundle assembly, CLI callback commands)"
   "$root/scripts/tsan.sh" "$root/build-tsan"
 fi
 echo "[test] all tests passed"
