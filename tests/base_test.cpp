@@ -18,6 +18,7 @@
 #include "base/nesting.h"
 #include "base/parse_number.h"
 #include "base/regular_file.h"
+#include "base/sha256.h"
 #include "base/strict_json.h"
 #include "test_env.h"
 
@@ -120,6 +121,21 @@ TEST(RegularFile, IdentityChangesWhenAFileIsRewrittenInPlaceWithItsMtimeRestored
   EXPECT_EQ(before->mtime_ns, after->mtime_ns);
   EXPECT_NE(before->ctime_ns, after->ctime_ns);
   EXPECT_FALSE(*before == *after);
+}
+
+TEST(Sha256, HashesOnlyRegularFilesAndTheDescriptorsOwnBytes) {
+  ScratchDir d;
+  auto fifo = sha256_file(d.fifo("wheel.whl"));  // fopen would have waited for a writer forever
+  ASSERT_FALSE(fifo);
+  EXPECT_NE(fifo.error().message().find("a FIFO"), std::string::npos) << fifo.error().to_string();
+  // The bytes of the file the descriptor holds, whatever the path names by the time they are read.
+  write(d / "plugin.so", "verified bytes");
+  auto fd = open_regular_file(d / "plugin.so");
+  ASSERT_TRUE(fd) << fd.error().to_string();
+  fs::rename(d / "plugin.so", d / "old.so");
+  write(d / "plugin.so", "other bytes");
+  EXPECT_EQ(sha256_fd(fd->get(), d / "plugin.so").value(), sha256_file(d / "old.so").value());
+  EXPECT_NE(sha256_file(d / "plugin.so").value(), sha256_file(d / "old.so").value());
 }
 
 // --- numbers ---

@@ -2,12 +2,15 @@
 
 #include <openssl/evp.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <vector>
+
+#include "base/regular_file.h"
 
 namespace plugboard {
 namespace {
@@ -49,28 +52,30 @@ std::string sha256_hex(std::span<const std::byte> data) {
   return finish(ctx.get());
 }
 
-Expected<std::string> sha256_file(const std::filesystem::path& path,
-                                  const std::function<void(uint64_t, uint64_t)>& progress) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) {
-    int err = errno;
-    return make_error(err == ENOENT ? Code::kNotFound : Code::kInvalidArgument,
-                      "cannot read " + path.string() + " to hash it: " + std::strerror(err));
-  }
+Expected<std::string> sha256_fd(int fd, const std::filesystem::path& path,
+                                const std::function<void(uint64_t, uint64_t)>& progress) {
   struct stat st {};
-  const uint64_t total = ::fstat(::fileno(f.get()), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  const uint64_t total = ::fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
   MdCtx ctx = new_sha256();
   if (!ctx) return make_error(Code::kInternal, "OpenSSL could not start a SHA-256 digest");
   std::vector<unsigned char> block(1 << 20);
   uint64_t done = 0;
-  while (size_t n = std::fread(block.data(), 1, block.size(), f.get())) {
-    EVP_DigestUpdate(ctx.get(), block.data(), n);
-    done += n;
+  for (;;) {
+    const ssize_t n = ::pread(fd, block.data(), block.size(), static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return make_error(Code::kDataLoss, "read error while hashing " + path.string() + ": " + std::strerror(errno));
+    if (n == 0) break;
+    EVP_DigestUpdate(ctx.get(), block.data(), static_cast<size_t>(n));
+    done += static_cast<uint64_t>(n);
     if (progress) progress(done, total);
   }
-  if (std::ferror(f.get()))
-    return make_error(Code::kDataLoss, "read error while hashing " + path.string());
   return finish(ctx.get());
+}
+
+Expected<std::string> sha256_file(const std::filesystem::path& path,
+                                  const std::function<void(uint64_t, uint64_t)>& progress) {
+  PB_ASSIGN_OR_RETURN(UniqueFd fd, annotate(open_regular_file(path), "hashing " + path.string()));
+  return sha256_fd(fd.get(), path, progress);
 }
 
 bool is_sha256_hex(std::string_view s) {

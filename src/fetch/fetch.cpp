@@ -92,19 +92,7 @@ Expected<std::string> hash_wheel(const fs::path& wheel, bool progress) {
   struct stat st {};
   const uint64_t size = ::fstat(fd->get(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
   Progress bar(progress, "hashing " + wheel.filename().string(), size);
-  Sha256Hasher hasher;
-  std::vector<std::byte> block(1 << 20);
-  uint64_t done = 0;
-  for (;;) {
-    const ssize_t n = ::read(fd->get(), block.data(), block.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return make_error(Code::kDataLoss, "cannot read wheel " + wheel.string() + ": " + std::strerror(errno));
-    if (n == 0) break;
-    hasher.update(std::span<const std::byte>(block.data(), static_cast<size_t>(n)));
-    done += static_cast<uint64_t>(n);
-    bar.update(done);
-  }
-  return hasher.hex_digest();
+  return sha256_fd(fd->get(), wheel, [&bar](uint64_t done, uint64_t) { bar.update(done); });
 }
 
 Expected<FetchedPlugin> fetch_one(const PackageSpec& spec, const Context& ctx) {

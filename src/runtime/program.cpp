@@ -3,6 +3,7 @@
 #include "base/nesting.h"
 #include "base/no_throw.h"
 #include "base/regular_file.h"
+#include "base/terminal_text.h"
 
 namespace plugboard {
 namespace {
@@ -10,22 +11,9 @@ namespace {
 constexpr std::string_view kBytecodeMagic = "ML\xEFR";
 constexpr std::string_view kStableHloPrefix = "StableHLO_v";
 
-// A producer string as messages show it: at most 64 characters, anything unprintable as \xNN.
+// A producer string as messages show it: at most 64 bytes, control characters spelled out.
 std::string shown(std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < text.size() && i < 64; ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 0xF];
-    }
-  }
-  if (text.size() > 64) out += "...";
-  return out;
+  return terminal_safe(text.substr(0, 64)) + (text.size() > 64 ? "..." : "");
 }
 
 // After the magic: the bytecode version (a varint), then the NUL-terminated producer string, which

@@ -88,9 +88,8 @@ Expected<bool> verify_file(const std::filesystem::path& path, std::optional<uint
     record_verified_file(path, id, sha256);
     return false;
   }
-  // /proc/self/fd/N opens the file the descriptor holds, whatever the path now names.
-  PB_ASSIGN_OR_RETURN(std::string actual,
-                      annotate(sha256_file("/proc/self/fd/" + std::to_string(fd.get())), "hashing " + path.string()));
+  // The descriptor's bytes, whatever the path now names.
+  PB_ASSIGN_OR_RETURN(std::string actual, annotate(sha256_fd(fd.get(), path), "hashing " + path.string()));
   if (actual != sha256)
     return make_error(Code::kDataLoss, path.string() + " has sha256 " + actual + ", but " + source + " says " + sha256 +
                                            " (sha256): the file was changed; refusing to load it");
