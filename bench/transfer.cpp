@@ -94,7 +94,7 @@ Table bench_transfer(Context& ctx) {
   auto pb_adopt = [&] {
     // The bench owns the memory: a no-op deleter (a user would hand over real ownership).
     std::shared_ptr<const void> keep(static_cast<const void*>(src.p), [](const void*) {});
-    Buffer b = value_or_throw(ctx.client->buffer_from_host_adopt(src_span, std::move(keep), DType::kF32, dims_span),
+    Buffer b = value_or_throw(ctx.client->buffer_from_host_adopt(src_span, std::move(keep), HostMemory::kMutable, DType::kF32, dims_span),
                               "buffer_from_host_adopt");
     ok_or_throw(value_or_throw(b.ready_event(), "ready_event").await(), "await");
     return b;

@@ -127,7 +127,7 @@ TEST_P(CpuClientTest, AdoptedMemoryIsAliasedAndReleasedWhenThePluginIsDone) {
   std::weak_ptr<float> watch = block;
   std::vector<int64_t> dims = {static_cast<int64_t>(n)};
   {
-    auto buffer = client->buffer_from_host_adopt(std::as_bytes(std::span(block.get(), n)), block, DType::kF32, dims);
+    auto buffer = client->buffer_from_host_adopt(std::as_bytes(std::span(block.get(), n)), block, HostMemory::kMutable, DType::kF32, dims);
     PB_ASSERT_OK(buffer);
     block.reset();
     EXPECT_FALSE(watch.expired()) << "the memory must stay alive while the device buffer uses it";

@@ -21,72 +21,18 @@
 #include "plugin/plugin.h"
 #include "runtime/client.h"
 #include "runtime/program.h"
+#include "alloc_sweep.h"
 #include "test_env.h"
-
-namespace {
-
-thread_local long t_countdown = 0;  // > 0: armed; the allocation that takes it to 0 fails
-thread_local bool t_fired = false;
-
-void* allocate(std::size_t n) {
-  if (t_countdown > 0 && --t_countdown == 0) {
-    t_fired = true;
-    throw std::bad_alloc();
-  }
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-
-}  // namespace
-
-void* operator new(std::size_t n) { return allocate(n); }
-void* operator new[](std::size_t n) { return allocate(n); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 namespace plugboard {
 namespace {
 
 namespace fs = std::filesystem;
 using plugboard::testing::conformance_dir;
-
-struct SweepResult {
-  long calls = 0;
-  long errors = 0;
-};
-
-// Ends the failing window: called by each sweep's call right after the entry point returns, so that
-// the test's own checks never see a failed allocation.
-void disarm() { t_countdown = 0; }
-
-// Calls `call` with the 1st, 2nd, ... allocation failing until one run finishes without reaching the
-// failing allocation; `call` returns whether it produced a value.
-SweepResult sweep(const std::function<bool()>& call, long max_calls = 20000) {
-  SweepResult r;
-  for (long n = 1; n <= max_calls; ++n) {
-    t_fired = false;
-    t_countdown = n;
-    bool ok = false;
-    try {
-      ok = call();
-    } catch (...) {
-      t_countdown = 0;
-      ADD_FAILURE() << "an exception escaped with allocation " << n << " failing";
-      return r;
-    }
-    t_countdown = 0;
-    ++r.calls;
-    if (!t_fired) {
-      EXPECT_TRUE(ok) << "the call without a failed allocation must succeed";
-      return r;
-    }
-    if (!ok) ++r.errors;
-  }
-  ADD_FAILURE() << "the sweep did not finish in " << max_calls << " calls";
-  return r;
-}
+using plugboard::testing::disarm;
+using plugboard::testing::rearm;
+using plugboard::testing::sweep;
+using plugboard::testing::SweepResult;
 
 class NoThrowTest : public ::testing::Test {
  protected:
@@ -124,7 +70,7 @@ TEST_F(NoThrowTest, LoadingAPluginAndCreatingAClient) {
     disarm();
     copy = dir_ / ("libfault_copy_" + std::to_string(++copies) + ".so");
     fs::copy_file(PLUGBOARD_FIXTURE_FAULT_WELL_FORMED, copy);
-    t_countdown = copies;  // re-armed: the copy above is the test's, not the call's
+    rearm(copies);  // re-armed: the copy above is the test's, not the call's
     const bool ok = load_plugin(copy).has_value();
     disarm();
     return ok;

@@ -1,6 +1,6 @@
 // The queue that delivers ordered callbacks, on its own (no plugin): order, one task at a time,
-// delivery with and without a waiter, and being released from inside a task. Threaded: also run
-// under TSan (scripts/tsan.sh).
+// delivery with and without a waiter, being released from inside a task, and many queues sharing
+// the bounded delivery pool. Threaded: also run under TSan (scripts/tsan.sh).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/thread_pool.h"
 #include "callback/ordered_delivery.h"
 
 namespace plugboard {
@@ -18,11 +19,10 @@ namespace {
 TEST(OrderedDelivery, TasksRunInPostOrderAndAllBeforeWaitForReturns) {
   OrderedDelivery d;
   std::vector<int> seen;  // touched by one task at a time only
-  d.begin_execution();
   uint64_t last = 0;
   for (int i = 0; i < 10000; ++i) last = d.post([&seen, i] { seen.push_back(i); });
   d.wait_for(last);
-  d.end_execution();
+  EXPECT_EQ(d.finished_ticket(), last);
   ASSERT_EQ(seen.size(), 10000u);
   for (int i = 0; i < 10000; ++i) ASSERT_EQ(seen[static_cast<size_t>(i)], i);
 }
@@ -30,14 +30,12 @@ TEST(OrderedDelivery, TasksRunInPostOrderAndAllBeforeWaitForReturns) {
 TEST(OrderedDelivery, TheDeliveryThreadRunsTasksNobodyWaitsFor) {
   OrderedDelivery d;
   std::atomic<int> ran{0};
-  d.post([&] { ++ran; });  // no execution in flight: the sleeping thread is woken
+  d.post([&] { ++ran; });  // a sleeping pool thread is woken: nothing polls
   for (int i = 0; i < 2000 && ran.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_EQ(ran.load(), 1);
-  d.begin_execution();  // in flight: the thread polls, nobody notifies
   d.post([&] { ++ran; });
   for (int i = 0; i < 2000 && ran.load() == 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_EQ(ran.load(), 2);
-  d.end_execution();
 }
 
 TEST(OrderedDelivery, ManyPostersAndWaitersNeverRunTwoTasksAtOnce) {
@@ -46,7 +44,6 @@ TEST(OrderedDelivery, ManyPostersAndWaitersNeverRunTwoTasksAtOnce) {
   std::mutex m;
   std::vector<std::vector<int>> per_thread(4);
   auto poster = [&](int t) {
-    d.begin_execution();
     for (int i = 0; i < 2000; ++i) {
       const uint64_t ticket = d.post([&, t, i] {
         if (running.fetch_add(1) != 0) ++overlaps;
@@ -57,7 +54,6 @@ TEST(OrderedDelivery, ManyPostersAndWaitersNeverRunTwoTasksAtOnce) {
       if (i % 97 == 0) d.wait_for(ticket);
     }
     d.wait_for(d.last_ticket());
-    d.end_execution();
   };
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) threads.emplace_back(poster, t);
@@ -78,7 +74,7 @@ TEST(OrderedDelivery, WaitingFromInsideATaskReturnsAndTheLastOwnerMayLetGoInOne)
     raw->wait_for(raw->last_ticket() + 100);  // would deadlock if it waited
     inner_returned = true;
   });
-  // The last owner goes away inside a task: the thread detaches and ends on its own.
+  // The last owner goes away inside a task: the queue's state lives until the task has returned.
   std::weak_ptr<OrderedDelivery> weak = d;
   d->post([&done, owner = d]() mutable {
     owner.reset();
@@ -90,6 +86,84 @@ TEST(OrderedDelivery, WaitingFromInsideATaskReturnsAndTheLastOwnerMayLetGoInOne)
   EXPECT_TRUE(done.load());
   for (int i = 0; i < 2000 && !weak.expired(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_TRUE(weak.expired());
+}
+
+// A thousand receivers, each with its own ordered stream, on the few threads of the shared pool:
+// every stream arrives whole and in order, no two tasks of one receiver overlap, and the pool never
+// grows past its bound (the old design started one thread per receiver).
+TEST(OrderedDelivery, AThousandQueuesShareTheBoundedPoolAndEachKeepsItsOrder) {
+  constexpr int kQueues = 1000, kTasks = 50;
+  struct Receiver {
+    OrderedDelivery queue;
+    std::vector<int> seen;
+    std::atomic<int> running{0};
+    std::atomic<int> overlaps{0};
+  };
+  std::vector<std::unique_ptr<Receiver>> receivers;
+  for (int r = 0; r < kQueues; ++r) receivers.push_back(std::make_unique<Receiver>());
+  // Posted interleaved from two threads, as plugin threads would.
+  auto post_half = [&](int parity) {
+    for (int i = 0; i < kTasks; ++i)
+      for (int r = parity; r < kQueues; r += 2) {
+        Receiver* rec = receivers[static_cast<size_t>(r)].get();
+        rec->queue.post([rec, i] {
+          if (rec->running.fetch_add(1) != 0) ++rec->overlaps;
+          rec->seen.push_back(i);
+          rec->running.fetch_sub(1);
+        });
+      }
+  };
+  std::thread a(post_half, 0), b(post_half, 1);
+  a.join();
+  b.join();
+  for (auto& rec : receivers) rec->queue.wait_for(static_cast<uint64_t>(kTasks));
+  for (auto& rec : receivers) {
+    EXPECT_EQ(rec->overlaps.load(), 0);
+    ASSERT_EQ(rec->seen.size(), static_cast<size_t>(kTasks));
+    for (int i = 0; i < kTasks; ++i) ASSERT_EQ(rec->seen[static_cast<size_t>(i)], i);
+  }
+  EXPECT_LE(delivery_pool().started_threads(), delivery_pool().max_threads());
+  EXPECT_LE(delivery_pool().max_threads(), 8u);
+}
+
+// A waiter runs a queue that no pool thread has reached yet instead of sleeping: with every pool
+// thread held by other receivers' slow tasks, waiting for a fresh queue still finishes at once.
+TEST(OrderedDelivery, AWaiterRunsItsQueueWhenEveryPoolThreadIsBusy) {
+  std::atomic<bool> release{false};
+  std::vector<std::unique_ptr<OrderedDelivery>> busy;
+  for (size_t i = 0; i < delivery_pool().max_threads(); ++i) {
+    busy.push_back(std::make_unique<OrderedDelivery>());
+    busy.back()->post([&] {
+      while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+  }
+  OrderedDelivery mine;
+  int ran = 0;
+  const uint64_t ticket = mine.post([&] { ++ran; });
+  const auto t0 = std::chrono::steady_clock::now();
+  mine.wait_for(ticket);
+  EXPECT_EQ(ran, 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  release = true;
+  for (auto& q : busy) q->wait_for(1);
+}
+
+TEST(ThreadPool, StartsThreadsOnDemandUpToItsBound) {
+  ThreadPool pool("pb-test", 3);
+  EXPECT_EQ(pool.started_threads(), 0u);
+  std::atomic<int> ran{0};
+  std::atomic<bool> on_worker{false};
+  for (int i = 0; i < 100; ++i)
+    pool.post([&] {
+      if (pool.on_worker()) on_worker = true;
+      ++ran;
+    });
+  for (int i = 0; i < 5000 && ran.load() < 100; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(ran.load(), 100);
+  EXPECT_TRUE(on_worker.load());
+  EXPECT_FALSE(pool.on_worker());
+  EXPECT_GE(pool.started_threads(), 1u);
+  EXPECT_LE(pool.started_threads(), 3u);
 }
 
 }  // namespace

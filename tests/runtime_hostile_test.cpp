@@ -368,7 +368,7 @@ TEST_P(HostileClientTest, BufferSizesThatOverflowAreRefusedBeforeThePlugin) {
        }) {
     SCOPED_TRACE(shape_string(c.dtype, c.dims));
     for (bool adopt : {false, true}) {
-      auto b = adopt ? client_->buffer_from_host_adopt(sixteen, nullptr, c.dtype, c.dims)
+      auto b = adopt ? client_->buffer_from_host_adopt(sixteen, nullptr, HostMemory::kMutable, c.dtype, c.dims)
                      : client_->buffer_from_host(sixteen, c.dtype, c.dims);
       ASSERT_FALSE(b) << "accepted: the plugin would have been handed a buffer far larger than 16 bytes";
       EXPECT_EQ(b.error().code(), c.code);

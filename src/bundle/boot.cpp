@@ -4,6 +4,8 @@
 
 namespace plugboard::bundle {
 
+BootOptions::BootOptions() { select = select::options_from_environment(); }
+
 Expected<Boot> boot(const BootOptions& options) noexcept {
   return no_throw("boot", [&]() -> Expected<Boot> {
     // A malformed PLUGBOARD_* variable fails the boot itself, before anything is looked at or loaded.

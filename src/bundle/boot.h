@@ -9,8 +9,10 @@
 namespace plugboard::bundle {
 
 struct BootOptions {
+  // The selection settings from the environment (in the body: see SelectOptions()).
+  BootOptions();
   DiscoveryOptions discovery;
-  select::SelectOptions select = select::options_from_environment();
+  select::SelectOptions select;
 };
 
 struct Boot {

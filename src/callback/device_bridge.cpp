@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "base/environment.h"
+#include "base/self_location.h"
 #include "plugin/native_library.h"
 
 namespace plugboard {
@@ -22,11 +23,6 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-std::filesystem::path running_program_folder() {
-  std::error_code ec;
-  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::filesystem::path() : exe.parent_path();
-}
 
 }  // namespace
 
@@ -44,12 +40,16 @@ std::vector<std::filesystem::path> device_bridge_search_path(std::string_view pl
   // The bundle's copy (beside its plugin, verified with it as a companion) wins over the variable.
   if (!plugin_path.empty()) out.push_back(plugin_path.parent_path() / file);
   if (auto env = environment_override(var.c_str())) out.emplace_back(*env);
-  if (auto dir = running_program_folder(); !dir.empty()) {
-    out.push_back(dir / file);
-    out.push_back(dir.parent_path() / "lib" / file);
+  // Installed: beside the executable or in its ../lib, or beside libplugboard.so.
+  const std::filesystem::path exe_dir = running_executable_folder();
+  if (!exe_dir.empty()) {
+    out.push_back(exe_dir / file);
+    out.push_back(exe_dir.parent_path() / "lib" / file);
   }
+  if (const auto code_dir = plugboard_code_folder(); !code_dir.empty() && code_dir != exe_dir) out.push_back(code_dir / file);
 #ifdef PLUGBOARD_BUILD_TREE_BRIDGE_DIR
-  out.push_back(std::filesystem::path(PLUGBOARD_BUILD_TREE_BRIDGE_DIR) / file);  // where this build put it
+  // Where this build put it, for programs that run inside the build tree (tests) only.
+  if (exe_dir.string().starts_with(PLUGBOARD_BUILD_DIR)) out.push_back(std::filesystem::path(PLUGBOARD_BUILD_TREE_BRIDGE_DIR) / file);
 #endif
   return out;
 }

@@ -1,7 +1,8 @@
 #include "callback/execute.h"
 
-#include "base/no_throw.h"
 #include "abi/ffi.h"
+#include "base/no_throw.h"
+#include "base/thread_pool.h"
 #include "callback/execution_state.h"
 #include "callback/happens_before.h"
 #include "callback/ordered_delivery.h"
@@ -11,43 +12,21 @@
 namespace plugboard {
 
 CallbackExecution::CallbackExecution(CallbackExecution&&) noexcept = default;
-
-CallbackExecution& CallbackExecution::operator=(CallbackExecution&& other) noexcept {
-  if (this != &other) {
-    if (state_ && !awaited_) (void)await();
-    outputs = std::move(other.outputs);
-    done_ = std::move(other.done_);
-    state_ = std::move(other.state_);
-    name_ = std::move(other.name_);
-    awaited_ = other.awaited_;
-    result_ = std::move(other.result_);
-    other.awaited_ = true;
-  }
-  return *this;
-}
-
-CallbackExecution::~CallbackExecution() {
-  if (state_ && !awaited_) (void)await();
-}
+CallbackExecution& CallbackExecution::operator=(CallbackExecution&&) noexcept = default;
+CallbackExecution::~CallbackExecution() = default;
 
 Status CallbackExecution::await() {
   if (result_) return *result_;
-  awaited_ = true;
+  if (!state_) return make_error(Code::kFailedPrecondition, "await() on an execution that was moved from");
   Status executed = done_.await();
-  if (state_) PB_HAPPENS_AFTER(state_.get());
+  PB_HAPPENS_AFTER(state_.get());
   // Every ordered call of this execution was posted before the plugin's event fired (the handler
   // posts before it returns), so waiting for the latest ticket covers them all.
-  if (state_) {
-    state_->receiver->delivery().wait_for(state_->last_ticket.load());
-    state_->receiver->delivery().end_execution();
-  }
-  if (!executed) {
-    result_ = std::unexpected(std::move(executed).error().annotate("executing " + name_));
-  } else if (state_) {
-    std::lock_guard lock(state_->mutex);
-    if (state_->ordered_error) result_ = std::unexpected(Error(*state_->ordered_error).annotate("executing " + name_));
-  }
-  if (!result_) result_ = ok();
+  state_->receiver->delivery().wait_for(state_->last_ticket.load());
+  (void)executed;  // the completion task computes the same outcome from the event's own status
+  state_->completed->wait();
+  std::lock_guard lock(state_->mutex);
+  result_ = *state_->outcome;
   return *result_;
 }
 
@@ -55,11 +34,59 @@ Status CallbackExecution::wait_executed() const {
   if (result_) return *result_;
   Status executed = done_.await();
   if (state_) PB_HAPPENS_AFTER(state_.get());
-  return annotate(std::move(executed), "executing " + name_);
+  return annotate(std::move(executed), "executing " + (state_ ? state_->name : std::string("a moved-from execution")));
+}
+
+Status CallbackExecution::on_complete(std::function<void(Status)> done) {
+  return no_throw("asking for an execution's completion", [&]() -> Status {
+    if (!state_) return make_error(Code::kFailedPrecondition, "on_complete on an execution that was moved from");
+    if (!done) return invalid_argument("on_complete needs a function");
+    std::unique_lock lock(state_->mutex);
+    if (state_->on_complete_taken)
+      return make_error(Code::kFailedPrecondition, "on_complete was set already for this execution of " + state_->name);
+    state_->on_complete_taken = true;
+    if (!state_->outcome) {
+      state_->on_complete = std::move(done);
+      return ok();
+    }
+    Status known = *state_->outcome;
+    lock.unlock();
+    delivery_pool().post([done = std::move(done), known]() mutable {
+      try {
+        done(std::move(known));
+      } catch (...) {
+      }
+    });
+    return ok();
+  });
 }
 
 uint64_t CallbackExecution::blocking_calls() const { return state_ ? state_->blocking_calls.load() : 0; }
 uint64_t CallbackExecution::ordered_calls() const { return state_ ? state_->next_sequence.load() : 0; }
+
+namespace {
+
+// From the plugin's event, on its thread: the completion goes behind the execution's ordered calls in
+// the receiver's queue. Nothing may escape into the plugin; if the task cannot even be queued, the
+// completion runs here. Both this thread and the task let go of the state before they count down
+// `completed` (see ExecutionState).
+void complete_after_ordered_calls(std::shared_ptr<internal::ExecutionState> state, Status executed) noexcept {
+  const std::shared_ptr<std::latch> completed = state->completed;
+  try {
+    state->receiver->delivery().post([state, executed, completed]() mutable {
+      state->complete(std::move(executed));
+      state.reset();
+      completed->count_down();
+    });
+  } catch (...) {
+    state->complete(std::move(executed));
+    completed->count_down();  // the task's share: it never ran
+  }
+  state.reset();
+  completed->count_down();
+}
+
+}  // namespace
 
 Expected<CallbackExecution> execute_with_callbacks_async(const Executable& executable, std::span<Buffer* const> args,
                                                          std::shared_ptr<const HostCallbacks> callbacks,
@@ -78,6 +105,8 @@ Expected<CallbackExecution> execute_with_callbacks_async(const Executable& execu
     auto state = std::make_shared<internal::ExecutionState>();
     state->receiver = std::move(callbacks);
     state->receiver->freeze();
+    state->executable = executable.weak_from_this().lock();
+    state->name = executable.name();
     state->id = state->receiver->next_execution();
     auto context = ExecuteContext::create(client);
     if (!context) return failed(std::move(context).error());
@@ -89,19 +118,23 @@ Expected<CallbackExecution> execute_with_callbacks_async(const Executable& execu
     options.context = state->context.raw();
 
     CallbackExecution run;
-    run.name_ = executable.name();
     run.state_ = state;
-    state->receiver->delivery().begin_execution();
     auto started = executable.execute_async(args, options);
     if (!started) {
-      run.awaited_ = true;
       // Whatever ordered calls it made before failing are still delivered first.
       state->receiver->delivery().wait_for(state->last_ticket.load());
-      state->receiver->delivery().end_execution();
       return std::unexpected(std::move(started).error());
     }
     run.outputs = std::move(started->outputs);
     run.done_ = std::move(started->done);
+    // The plugin's event keeps the state (context, receiver, program) until it fires, so the
+    // execution may be dropped unfinished; then the completion is queued behind its ordered calls.
+    if (auto registered = run.done_.on_ready([state](Status executed) mutable {
+          complete_after_ordered_calls(std::move(state), std::move(executed));
+        });
+        !registered) {
+      complete_after_ordered_calls(state, run.done_.await());
+    }
     return run;
   });
 }

@@ -2,7 +2,9 @@
 // the receiver (a HostCallbacks), so concurrent executions of one program reach their own callers.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -18,24 +20,33 @@ namespace internal {
 struct ExecutionState;
 }
 
-// An execution with host callbacks that may still be running.
+// An execution with host callbacks that may still be running. One owner at a time (not
+// thread-safe itself); the work it stands for runs on plugin and delivery threads.
 class CallbackExecution {
  public:
   CallbackExecution(CallbackExecution&&) noexcept;
   CallbackExecution& operator=(CallbackExecution&&) noexcept;
-  // Awaits, when await() was not called: the plugin may still be using the execution's context.
+  // Never waits. An unfinished execution keeps its context, its receiver and its program alive until
+  // the plugin is done with them; its ordered calls are still delivered, and an on_complete still
+  // runs.
   ~CallbackExecution();
 
   std::vector<Buffer> outputs;
 
   // Waits for the execution to finish and then for every one of its ordered callbacks to have been
   // delivered (returned). Returns the execution's error (a failed blocking callback's message among
-  // them), else the first failed ordered callback's error. Call once; later calls return the same.
+  // them), else the first failed ordered callback's error. Later calls return the same.
   Status await();
   // Waits for the plugin to finish the program only: ordered callbacks may still be in delivery.
   // (The program never waits for an ordered callback's host function.)
   Status wait_executed() const;
-  // How many calls of each kind this execution made (meaningful after await()).
+  // Calls `done` with what await() returns once the outputs are ready and every ordered call of this
+  // execution has been delivered: on a delivery thread, never on the caller's thread nor a plugin's,
+  // whether the execution is still running or long finished. Nobody waits for it, so a binding can
+  // send a message from it instead of blocking a thread. One per execution (FAILED_PRECONDITION for
+  // a second); `done` must not block for long (it holds the receiver's queue while it runs).
+  Status on_complete(std::function<void(Status)> done);
+  // How many calls of each kind this execution made (meaningful after await() or in on_complete).
   uint64_t blocking_calls() const;
   uint64_t ordered_calls() const;
 
@@ -46,8 +57,6 @@ class CallbackExecution {
   CallbackExecution() = default;
   Event done_;
   std::shared_ptr<internal::ExecutionState> state_;
-  std::string name_;
-  bool awaited_ = false;
   std::optional<Status> result_;
 };
 

@@ -301,7 +301,7 @@ XLA_FFI_Error* dispatch(size_t index, XLA_FFI_CallFrame* frame) noexcept {
                   "host callback '" + slot->name +
                       "' was called by an execution that carries no plugboard receiver: run the program through "
                       "plugboard's execute_with_callbacks (or `plugboard run`)");
-    const HostCallbacks::Entry* entry = state->receiver->find(slot->name);
+    const HostCallbacks::Entry* entry = state->receiver->bound_entry(slot->name);
     if (!entry) {
       std::string bound;
       for (const auto& n : state->receiver->names()) bound += (bound.empty() ? "" : ", ") + n;

@@ -121,8 +121,9 @@ void HostCallbacks::freeze() const {
   impl_->frozen.store(true, std::memory_order_release);
 }
 
-const HostCallbacks::Entry* HostCallbacks::find(std::string_view name) const {
-  if (!impl_->frozen.load(std::memory_order_acquire)) freeze();
+const HostCallbacks::Entry* HostCallbacks::bound_entry(std::string_view name) const {
+  // Before freeze() the entries may still change under a concurrent add: nothing is read then.
+  if (!impl_->frozen.load(std::memory_order_acquire)) return nullptr;
   auto it = impl_->entries.find(name);
   return it == impl_->entries.end() ? nullptr : &it->second;
 }

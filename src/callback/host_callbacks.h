@@ -9,11 +9,12 @@
 //  - blocking: the program waits for the function; it reads typed operand views and writes the
 //    results, whose dtypes and dims the program fixes;
 //  - ordered (non-blocking): for calls without results (print, log, metrics). The operands are
-//    copied and the program goes on; the receiver's delivery thread (or the thread in await(), which
-//    runs what is still queued) calls the function, one call at a time, in the order the plugin made
-//    the calls. Every ordered call of an execution has returned before that execution's
-//    CallbackExecution::await() does, and before any later blocking call of it runs (those queued
-//    then run on the blocking call's thread: the program is waiting anyway).
+//    copied and the program goes on; the receiver's queue on the shared delivery pool (see
+//    ordered_delivery.h; or the thread in await(), which runs what is still queued) calls the
+//    function, one call at a time, in the order the plugin made the calls. Every ordered call of an
+//    execution has returned before that execution's CallbackExecution::await() returns or its
+//    on_complete runs, and before any later blocking call of it runs (those queued then run on the
+//    blocking call's thread: the program is waiting anyway).
 // XLA may run independent side-effecting calls in any order: thread a !stablehlo.token through them
 // (as JAX does for ordered effects) to fix program order. Tokens are not passed to host functions,
 // and an ordered call may return one.
@@ -32,81 +33,22 @@
 #include <variant>
 #include <vector>
 
-#include "base/dtype.h"
 #include "base/status.h"
-#include "io/host_array.h"
+#include "plugboard/host_call.h"
 
 namespace plugboard {
-
-// A typed view of an array in host memory, valid only during the call it is given to.
-struct TensorView {
-  DType dtype = DType::kInvalid;
-  std::span<const int64_t> dims;
-  std::span<const std::byte> bytes;
-  std::string shape() const;  // "f32[4]"
-};
-// A result the host function writes: dtype and dims are the program's.
-struct MutableTensorView {
-  DType dtype = DType::kInvalid;
-  std::span<const int64_t> dims;
-  std::span<std::byte> bytes;
-  std::string shape() const;
-};
-
-// A backend_config attribute: strings, integers, floats and booleans are passed on (arrays and
-// nested dictionaries are not).
-using AttributeValue = std::variant<std::string, int64_t, double, bool>;
-struct CallbackAttribute {
-  std::string name;
-  AttributeValue value;
-};
-std::string attribute_to_string(const AttributeValue& v);
-
-// What a blocking host function is given. Valid only during the call.
-class BlockingCall {
- public:
-  std::string_view name() const { return name_; }
-  std::span<const TensorView> operands() const { return operands_; }
-  std::span<const MutableTensorView> results() const { return results_; }
-  std::span<const CallbackAttribute> attributes() const { return attributes_; }
-  const AttributeValue* attribute(std::string_view name) const;
-
-  // Copies `value` into result `index` after checking that its dtype and dims are the program's
-  // (INVALID_ARGUMENT naming the callback, the result and both types otherwise).
-  Status set_result(size_t index, const TensorView& value) const;
-  Status set_result(size_t index, const io::HostArray& value) const;
-
-  BlockingCall(std::string_view name, std::span<const TensorView> operands, std::span<const MutableTensorView> results,
-               std::span<const CallbackAttribute> attributes)
-      : name_(name), operands_(operands), results_(results), attributes_(attributes) {}
-
- private:
-  std::string_view name_;
-  std::span<const TensorView> operands_;
-  std::span<const MutableTensorView> results_;
-  std::span<const CallbackAttribute> attributes_;
-};
-
-// What an ordered host function receives: owned copies, so it may keep them.
-struct OrderedCall {
-  std::string name;
-  uint64_t execution = 0;  // the execution's number within its receiver, from 1
-  uint64_t sequence = 0;   // this call's place among the execution's ordered calls, from 0
-  std::vector<io::HostArray> operands;
-  std::vector<CallbackAttribute> attributes;
-  const AttributeValue* attribute(std::string_view name) const;
-};
-
-using BlockingFunction = std::function<Status(const BlockingCall&)>;
-using OrderedFunction = std::function<Status(const OrderedCall&)>;
 
 enum class CallbackKind { kBlocking, kOrdered };
 class OrderedDelivery;
 
+// Thread-safe: add_* and names() may be called from any thread; once an execution has used the
+// receiver its bindings are fixed, and any number of executions (on any threads) may share it.
 class HostCallbacks {
  public:
   HostCallbacks();
-  ~HostCallbacks();  // delivers what is queued, then stops the delivery thread
+  // Never waits: queued ordered calls hold their execution, which holds the receiver, so the last
+  // owner to let go is a finished task.
+  ~HostCallbacks();
   HostCallbacks(const HostCallbacks&) = delete;
   HostCallbacks& operator=(const HostCallbacks&) = delete;
 
@@ -119,9 +61,11 @@ class HostCallbacks {
   std::vector<std::string> names() const;
 
   struct Entry;
-  // For the FFI handler: the entry bound to `name`, or null. Fixes the bindings.
-  const Entry* find(std::string_view name) const;
+  // Fixes the bindings (an execution does, before it starts): afterwards add_* fail.
   void freeze() const;
+  // For the FFI handler: the entry bound to `name`, or null. Reads the fixed bindings only: null
+  // for every name until freeze().
+  const Entry* bound_entry(std::string_view name) const;
   OrderedDelivery& delivery() const { return *delivery_; }
   uint64_t next_execution() const;
 
@@ -139,7 +83,5 @@ struct HostCallbacks::Entry {
   OrderedFunction ordered;
 };
 
-// True when `name` can be a custom-call target plugboard registers.
-bool valid_callback_name(std::string_view name);
 
 }  // namespace plugboard

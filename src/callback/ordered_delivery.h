@@ -1,14 +1,15 @@
-// Where ordered (non-blocking) host callbacks are delivered: tasks run one at a time, in the order
-// they were posted, never on the plugin thread that posted them.
+// Where one receiver's ordered (non-blocking) host callbacks are delivered: its tasks run one at a
+// time, in the order they were posted, never on the plugin thread that posted them.
 //
-// A plugin thread only queues (a lock and a push, no system call), so the program does not wait
-// for the host, nor for the host thread to be woken. The tasks are then run by
-//  - the delivery thread, which looks at the queue every millisecond while an execution is in flight
-//    and for 50 ms after (so a long program's prints appear as it runs; then it sleeps until the
-//    next execution), and at once when the queue grows long; or
-//  - the thread that waits for them (wait_for, from CallbackExecution::await), which runs what is
-//    still queued itself rather than wake another thread and sleep.
-// Either way one task runs at a time, in order.
+// Every receiver's queue runs on one process-wide pool of delivery threads (delivery_pool(): a few
+// threads, however many receivers there are), so a thousand receivers cost a thousand small queues,
+// not a thousand threads. A plugin thread only queues (a lock, a push, and a wake-up when the queue
+// was empty and a worker sleeps); nothing polls. A queue runs a bounded batch of tasks before it
+// yields its thread to the next receiver, so one chatty receiver does not starve the others.
+//
+// A thread that waits for tasks (wait_for: CallbackExecution::await, or a blocking call that must
+// see the earlier ordered ones first) runs what is still queued itself when no delivery thread has
+// started on it, rather than sleep until one does. Either way one task runs at a time, in order.
 #pragma once
 
 #include <cstdint>
@@ -17,11 +18,15 @@
 
 namespace plugboard {
 
+class ThreadPool;
+
+// The shared pool every receiver delivers on (and execution completions are reported from).
+ThreadPool& delivery_pool();
+
 class OrderedDelivery {
  public:
   OrderedDelivery();
-  // Runs what is queued, then joins the thread. When the last owner lets go from inside a task, the
-  // thread is detached instead and ends once the queue is empty (its state outlives this object).
+  // Never waits: tasks still queued keep the queue alive and run as usual (each holds what it uses).
   ~OrderedDelivery();
   OrderedDelivery(const OrderedDelivery&) = delete;
   OrderedDelivery& operator=(const OrderedDelivery&) = delete;
@@ -29,14 +34,12 @@ class OrderedDelivery {
   // Queues `task`; returns its ticket (1, 2, ...). Never waits for the task itself. Tasks must not
   // throw.
   uint64_t post(std::function<void()> task);
-  // Runs or waits for every task with a ticket up to `ticket`. Returns at once when called from a
-  // task (a task waiting for its own queue would never finish).
+  // Runs or waits for every task with a ticket up to `ticket`. Returns at once when called from one
+  // of this queue's tasks (a task waiting for its own queue would never finish).
   void wait_for(uint64_t ticket);
-  // The ticket of the last task posted so far.
+  // The ticket of the last task posted so far, and of the last one finished.
   uint64_t last_ticket() const;
-  // Executions in flight: while there are any, the delivery thread polls the queue.
-  void begin_execution();
-  void end_execution();
+  uint64_t finished_ticket() const;
 
  private:
   struct State;

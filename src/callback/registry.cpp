@@ -165,4 +165,13 @@ Status declare_callbacks(const Client& client, const HostCallbacks& callbacks) n
   });
 }
 
+std::vector<std::string> declared_callback_targets(const Client& client) {
+  std::lock_guard lock(g_mutex);
+  std::vector<std::string> out;
+  if (auto it = g_plugins.find(&client.plugin()); it != g_plugins.end())
+    for (const std::string& name : it->second->targets)
+      if (name != kSelfTestTarget) out.push_back(name);
+  return out;
+}
+
 }  // namespace plugboard

@@ -6,6 +6,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "callback/host_callbacks.h"
@@ -24,6 +25,10 @@ Status declare_callback_target(const Client& client, std::string_view name);
 // that calls back once, the first time for each plugin, and remembers the outcome. The error says why
 // (no FFI extension, a registry that ignored the handler, no device bridge for the platform, ...).
 Status check_callbacks(const Client& client);
+
+// The names registered so far as host-callback targets on `client`'s plugin (by declare_callbacks;
+// the self-test's own target left out).
+std::vector<std::string> declared_callback_targets(const Client& client);
 
 // The FFI platform name plugboard registers under for this client ("Host", "CUDA"), or an error
 // for a platform it has no callback path for.

@@ -8,7 +8,7 @@ namespace plugboard {
 
 Buffer::Buffer(Buffer&& other) noexcept
     : client_(std::move(other.client_)), handle_(other.handle_), dtype_(other.dtype_),
-      dims_(std::move(other.dims_)), device_index_(other.device_index_) {
+      dims_(std::move(other.dims_)), device_index_(other.device_index_), donatable_(other.donatable_) {
   other.handle_ = nullptr;
 }
 
@@ -20,6 +20,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     dtype_ = other.dtype_;
     dims_ = std::move(other.dims_);
     device_index_ = other.device_index_;
+    donatable_ = other.donatable_;
     other.handle_ = nullptr;
   }
   return *this;

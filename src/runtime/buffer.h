@@ -35,6 +35,9 @@ class Buffer {
   size_t byte_size() const;
   // Index of its device in client().devices().
   int device_index() const { return device_index_; }
+  // False for a buffer over immutable host memory (Client::buffer_from_host_adopt with
+  // HostMemory::kImmutable): an execution refuses to take it by donation.
+  bool donatable() const { return donatable_; }
   const std::shared_ptr<const Client>& client() const { return client_; }
 
   // Completes when the buffer's contents are computed or transferred.
@@ -64,6 +67,7 @@ class Buffer {
   DType dtype_ = DType::kInvalid;
   Dims dims_;
   int device_index_ = 0;
+  bool donatable_ = true;
 };
 
 }  // namespace plugboard

@@ -173,15 +173,18 @@ Expected<Buffer> Client::buffer_from_host(std::span<const std::byte> data, DType
 }
 
 Expected<Buffer> Client::buffer_from_host_adopt(std::span<const std::byte> data, std::shared_ptr<const void> keep_alive,
-                                                DType dtype, std::span<const int64_t> dims, int device_index) const noexcept {
+                                                HostMemory memory, DType dtype, std::span<const int64_t> dims,
+                                                int device_index) const noexcept {
   return no_throw("adopting host memory", [&]() -> Expected<Buffer> {
     const bool zero_copy = platform_name_ == "cpu" && reinterpret_cast<uintptr_t>(data.data()) % 64 == 0;
+    const bool immutable = memory == HostMemory::kImmutable;
+    const int semantics = !zero_copy  ? PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes
+                          : immutable ? PJRT_HostBufferSemantics_kImmutableZeroCopy
+                                      : PJRT_HostBufferSemantics_kMutableZeroCopy;
     Event done;
-    PB_ASSIGN_OR_RETURN(Buffer buffer,
-                        transfer(data, dtype, dims, device_index,
-                                 zero_copy ? PJRT_HostBufferSemantics_kMutableZeroCopy
-                                           : PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes,
-                                 done));
+    PB_ASSIGN_OR_RETURN(Buffer buffer, transfer(data, dtype, dims, device_index, semantics, done));
+    // A copy made from immutable memory may be donated: only a view of it may not.
+    buffer.donatable_ = !(immutable && zero_copy);
     // The memory must live until the plugin says it is done with it: for zero-copy, that is when the
     // last user of the device buffer (this one, or an output aliasing it) is gone.
     if (!done.empty()) {
@@ -192,6 +195,29 @@ Expected<Buffer> Client::buffer_from_host_adopt(std::span<const std::byte> data,
       }
     }
     return buffer;
+  });
+}
+
+Expected<DeviceMemoryStats> Client::memory_stats(int device_index) const noexcept {
+  return no_throw("reading device memory figures", [&]() -> Expected<DeviceMemoryStats> {
+    if (device_index < 0 || static_cast<size_t>(device_index) >= device_handles_.size())
+      return invalid_argument("device index " + std::to_string(device_index) + " out of range: " + label() + " has " +
+                              std::to_string(device_handles_.size()) + " device(s)");
+    const abi::Api& api = plugin_->api();
+    if (!PB_PJRT_HAS(api, PJRT_Device_MemoryStats))
+      return make_error(Code::kUnimplemented, label() + " has no PJRT_Device_MemoryStats");
+    auto args = PB_PJRT_ARGS(PJRT_Device_MemoryStats_Args);
+    args.device = device_handles_[static_cast<size_t>(device_index)];
+    PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Device_MemoryStats, args),
+                                "memory figures of device " + std::to_string(device_index) + " of " + label()));
+    DeviceMemoryStats stats;
+    stats.bytes_in_use = args.bytes_in_use;
+    auto set = [](bool is_set, int64_t v) { return is_set ? std::optional<int64_t>(v) : std::nullopt; };
+    stats.peak_bytes_in_use = set(args.peak_bytes_in_use_is_set, args.peak_bytes_in_use);
+    stats.bytes_limit = set(args.bytes_limit_is_set, args.bytes_limit);
+    stats.num_allocs = set(args.num_allocs_is_set, args.num_allocs);
+    stats.largest_alloc_size = set(args.largest_alloc_size_is_set, args.largest_alloc_size);
+    return stats;
   });
 }
 

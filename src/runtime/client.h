@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,6 +28,19 @@ struct DeviceInfo {
   std::string display;      // the plugin's ToString
 };
 
+// What an adopted buffer's device may do to the host memory under it (buffer_from_host_adopt).
+enum class HostMemory { kMutable, kImmutable };
+
+// What the plugin reports of a device's memory (PJRT_Device_MemoryStats); a field it does not set is
+// nullopt, and a plugin without the call reports nothing.
+struct DeviceMemoryStats {
+  int64_t bytes_in_use = 0;
+  std::optional<int64_t> peak_bytes_in_use;
+  std::optional<int64_t> bytes_limit;
+  std::optional<int64_t> num_allocs;
+  std::optional<int64_t> largest_alloc_size;
+};
+
 struct ClientOptions {
   // PJRT create options for this plugin (e.g. {"cpu_device_count", int64_t{4}}).
   std::vector<NamedValue> create_options;
@@ -47,6 +61,8 @@ class Client : public std::enable_shared_from_this<Client> {
   const std::string& platform_version() const { return platform_version_; }
   // The addressable devices, in the plugin's order.
   const std::vector<DeviceInfo>& devices() const { return devices_; }
+  // The device's memory figures now; UNIMPLEMENTED when the plugin does not report them.
+  Expected<DeviceMemoryStats> memory_stats(int device_index) const noexcept;
   // "xla_cpu_pjrt.so (cpu)" for messages.
   std::string label() const;
 
@@ -57,10 +73,15 @@ class Client : public std::enable_shared_from_this<Client> {
                                     int device_index = 0) const noexcept;
   // Makes a buffer over memory the caller hands over: `keep_alive` owns `data` and is released once
   // the plugin no longer needs the memory. On a CPU client with 64-byte-aligned data there is no
-  // copy at all (the device buffer aliases the memory, which the buffer may then overwrite if
-  // donated); elsewhere the transfer runs asynchronously from it.
+  // copy at all (the device buffer aliases the memory); elsewhere the transfer runs asynchronously
+  // from it. `memory` says what the device may do to it:
+  //  - kMutable: the caller gives the memory up; an execution that takes the buffer by donation may
+  //    write its outputs into it;
+  //  - kImmutable: the caller's memory must never change (an Erlang binary, a memory-mapped file):
+  //    the plugin is told so, and the buffer refuses donation (Buffer::donatable() is false).
   Expected<Buffer> buffer_from_host_adopt(std::span<const std::byte> data, std::shared_ptr<const void> keep_alive,
-                                          DType dtype, std::span<const int64_t> dims, int device_index = 0) const noexcept;
+                                          HostMemory memory, DType dtype, std::span<const int64_t> dims,
+                                          int device_index = 0) const noexcept;
 
   // Compiles for this client's plugin. A portable artifact newer than the plugin's StableHLO (or older
   // than its minimum) is refused with both versions named.

@@ -94,6 +94,7 @@ std::string CompileOptions::serialize() const {
   auto* build = proto.mutable_executable_build_options();
   build->set_num_replicas(num_replicas);
   build->set_num_partitions(num_partitions);
+  if (portable) proto.set_compile_portable_executable(true);
   for (const auto& [name, value] : xla_options) {
     xla_subset::OptionOverrideProto& o = (*proto.mutable_env_option_overrides())[name];
     if (const bool* b = std::get_if<bool>(&value)) o.set_bool_field(*b);

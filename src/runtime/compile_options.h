@@ -21,6 +21,9 @@ using XlaOptionValue = std::variant<bool, int64_t, double, std::string>;
 struct CompileOptions {
   int64_t num_replicas = 1;
   int64_t num_partitions = 1;
+  // A portable executable (CompileOptionsProto.compile_portable_executable) is compiled without a
+  // device assignment and may run on any addressable device (ExecuteOptions::device).
+  bool portable = false;
   // XLA DebugOptions fields by name (e.g. "xla_cpu_enable_fast_min_max"), sent as
   // CompileOptionsProto.env_option_overrides. Starts with jax_numerics_options().
   std::map<std::string, XlaOptionValue> xla_options;

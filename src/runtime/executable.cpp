@@ -137,6 +137,9 @@ Executable::~Executable() {
 
 Status Executable::check_args(std::span<Buffer* const> args, const ExecuteOptions& options) const {
   const auto& params = signature_.parameters;
+  if (options.device < 0 || static_cast<size_t>(options.device) >= client_->devices().size())
+    return invalid_argument("device " + std::to_string(options.device) + " out of range: " + client_->label() +
+                            " has " + std::to_string(client_->devices().size()) + " addressable device(s)");
   if (signature_.parameters_known && args.size() != params.size())
     return invalid_argument(name_ + " takes " + std::to_string(params.size()) + " argument(s), " +
                             std::to_string(args.size()) + " given");
@@ -148,9 +151,9 @@ Status Executable::check_args(std::span<Buffer* const> args, const ExecuteOption
     if (!b->valid()) return invalid_argument(which() + " is an empty buffer (moved from, or donated to an earlier execution)");
     if (b->client().get() != client_.get())
       return invalid_argument(which() + " belongs to another client (" + b->client()->label() + "), not " + client_->label());
-    if (b->device_index() != 0)
+    if (b->device_index() != options.device)
       return invalid_argument(which() + " is on device " + std::to_string(b->device_index()) +
-                              "; the program runs on device 0");
+                              "; the execution runs on device " + std::to_string(options.device));
     if (signature_.parameters_known && (b->dtype() != params[i].dtype || !(params[i].dims == b->dims())))
       return invalid_argument(which() + ": expected " + params[i].to_string() + ", given " + b->shape_string());
   }
@@ -158,6 +161,11 @@ Status Executable::check_args(std::span<Buffer* const> args, const ExecuteOption
     if (d < 0 || static_cast<size_t>(d) >= args.size())
       return invalid_argument("donated argument index " + std::to_string(d) + " out of range: " + name_ + " has " +
                               std::to_string(args.size()) + " argument(s)");
+    if (!args[static_cast<size_t>(d)]->donatable())
+      return invalid_argument("argument " + std::to_string(d) + " of " + name_ +
+                              " cannot be donated: it is a view of immutable host memory (adopted with "
+                              "HostMemory::kImmutable), which the execution must not write; copy it to the device "
+                              "instead, or adopt memory the caller lets the device overwrite");
     if (std::count(options.donate.begin(), options.donate.end(), d) > 1)
       return invalid_argument("argument " + std::to_string(d) + " is listed twice in donate");
     for (size_t j = 0; j < args.size(); ++j)
@@ -218,6 +226,9 @@ Expected<Execution> Executable::execute_async(std::span<Buffer* const> args, con
     exec.num_args = args.size();
     exec.output_lists = output_lists;
     exec.device_complete_events = complete;
+    // Device 0 is where a non-portable program was compiled for; naming it would make the plugin
+    // treat it as a portable launch.
+    if (options.device != 0) exec.execute_device = client_->device_handle(options.device);
     if (auto st = PB_PJRT_CALL(api, PJRT_LoadedExecutable_Execute, exec); !st)
       return std::unexpected(std::move(st).error().annotate("executing " + name_));
 
@@ -233,7 +244,7 @@ Expected<Execution> Executable::execute_async(std::span<Buffer* const> args, con
     // Every output gets an owner first, so that none leaks when a later one's shape is refused.
     result.outputs.reserve(n_out);
     for (size_t i = 0; i < n_out; ++i)
-      result.outputs.push_back(Buffer(client_, out_list[i], signature_.results[i].dtype, Dims(), 0));
+      result.outputs.push_back(Buffer(client_, out_list[i], signature_.results[i].dtype, Dims(), options.device));
     for (size_t i = 0; i < n_out; ++i)
       if (!out_list[i])
         return std::unexpected(plugin_output::bad_output(api, "PJRT_LoadedExecutable_Execute",

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -44,6 +45,9 @@ struct Signature {
   // could not tell. Only such results (or all, when empty) have their dims read from their buffers:
   // the others are the compiled dims, which spares two PJRT calls per output on the execute path.
   std::vector<bool> results_dynamic;
+  // Every custom-call target the optimized program calls (each name once, in the order first seen);
+  // nullopt when the plugin could not tell (no OptimizedProgram).
+  std::optional<std::vector<std::string>> custom_call_targets;
 };
 
 struct ExecuteOptions {
@@ -51,6 +55,10 @@ struct ExecuteOptions {
   // for outputs (where the program allows it), and the Buffer objects become invalid. Every other
   // argument is passed as non-donatable and stays valid.
   std::vector<int> donate;
+  // Index (into client().devices()) of the device to run on. 0 runs where the program was compiled
+  // for (the first device); another one needs a program compiled with CompileOptions::portable, and
+  // every argument on that device.
+  int device = 0;
   // Per-execution data for the plugin's FFI handlers (host callbacks attach theirs here); not owned,
   // and must outlive the execution. Null: none.
   PJRT_ExecuteContext* context = nullptr;
@@ -62,7 +70,7 @@ struct Execution {
   Event done;
 };
 
-class Executable {
+class Executable : public std::enable_shared_from_this<Executable> {
  public:
   ~Executable();
   Executable(const Executable&) = delete;
@@ -73,7 +81,7 @@ class Executable {
   size_t num_outputs() const { return signature_.results.size(); }
   const std::shared_ptr<const Client>& client() const { return client_; }
 
-  // Runs on the client's first device and waits for it to finish. Thread-safe: several threads may
+  // Runs on options.device (the client's first device by default) and waits for it to finish. Thread-safe: several threads may
   // execute one executable at once. Arguments must be valid buffers of this client whose dtype and
   // dims match the signature; a mismatch is an INVALID_ARGUMENT naming the argument.
   Expected<std::vector<Buffer>> execute(std::span<Buffer* const> args, const ExecuteOptions& options = {}) const noexcept;

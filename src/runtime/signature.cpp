@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <string>
 
 #include "plugin/plugin_output.h"
@@ -43,7 +44,18 @@ ArrayType to_array_type(const xla_subset::ShapeProto& s) {
 struct EntryShapes {
   std::vector<ArrayType> parameters;
   std::vector<bool> results_dynamic;
+  std::vector<std::string> custom_call_targets;  // of every computation, each once
 };
+
+std::vector<std::string> custom_call_targets(const xla_subset::HloModuleProto& m) {
+  std::vector<std::string> out;
+  for (const auto& c : m.computations())
+    for (const auto& instruction : c.instructions())
+      if (instruction.opcode() == "custom-call" && !instruction.custom_call_target().empty() &&
+          std::find(out.begin(), out.end(), instruction.custom_call_target()) == out.end())
+        out.push_back(instruction.custom_call_target());
+  return out;
+}
 
 bool any_dynamic(const xla_subset::ShapeProto& s) {
   for (bool d : s.is_dynamic_dimension())
@@ -68,6 +80,7 @@ std::optional<EntryShapes> entry_shapes(const xla_subset::HloModuleProto& m) {
   } else {
     out.results_dynamic.push_back(any_dynamic(result));
   }
+  out.custom_call_targets = custom_call_targets(m);
   return out;
 }
 
@@ -102,6 +115,7 @@ Expected<Signature> query_signature(const abi::Api& api, PJRT_Executable* exe) {
   if (entry) {
     sig.parameters_known = true;
     sig.parameters = std::move(entry->parameters);
+    sig.custom_call_targets = std::move(entry->custom_call_targets);
   }
   auto num = PB_PJRT_ARGS(PJRT_Executable_NumOutputs_Args);
   num.executable = exe;

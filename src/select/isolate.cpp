@@ -1,5 +1,7 @@
 #include "select/isolate.h"
 
+#include "base/self_location.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -46,19 +48,20 @@ std::string last_words(const std::string& err) {
   return tail.empty() ? "" : " (its last words on stderr: " + tail + ")";
 }
 
-std::filesystem::path self_dir() {
-  std::error_code ec;
-  return std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
-}
 
 }  // namespace
 
 Expected<std::filesystem::path> find_isolation_helper() {
   std::vector<std::filesystem::path> tried;
   if (auto env = environment_override("PLUGBOARD_ISOLATE_HELPER")) tried.emplace_back(*env);
-  tried.push_back(self_dir() / "plugboard-isolate");
+  // Installed: beside the executable (bin/), or in bin/ beside the library's lib/.
+  const std::filesystem::path exe_dir = running_executable_folder();
+  if (!exe_dir.empty()) tried.push_back(exe_dir / "plugboard-isolate");
+  if (const auto code_dir = plugboard_code_folder(); !code_dir.empty() && code_dir != exe_dir)
+    tried.push_back(code_dir.parent_path() / "bin" / "plugboard-isolate");
 #ifdef PLUGBOARD_ISOLATE_HELPER_BUILT
-  tried.emplace_back(PLUGBOARD_ISOLATE_HELPER_BUILT);
+  // The build tree's, for programs that run inside it (tests); an installed copy never reaches back.
+  if (exe_dir.string().starts_with(PLUGBOARD_BUILD_DIR)) tried.emplace_back(PLUGBOARD_ISOLATE_HELPER_BUILT);
 #endif
   std::string looked;
   for (const auto& p : tried) {

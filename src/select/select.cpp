@@ -107,6 +107,11 @@ void absorb(CandidateReport& r, StartOutcome&& s) {
 
 }  // namespace
 
+SelectOptions::SelectOptions() {
+  verify.stamp_dir = default_stamp_dir();
+  probe_env = ProbeEnvironment::from_process();
+}
+
 Expected<SelectOptions> read_environment(SelectOptions base) {
   if (!base.target && base.preference.empty()) {
     if (auto t = environment_override("PLUGBOARD_TARGET")) {
@@ -185,6 +190,10 @@ Selection select_target(const std::vector<Candidate>& candidates, const SelectOp
     CandidateReport& r = sel.report.candidates[k];
     if (sel.client && !options.examine_all) break;  // the rest stay "not tried"
     if (!check_before_loading(r, options)) continue;
+    if (options.before_loading_only) {
+      r.verdict = Verdict::kUsable;
+      continue;
+    }
     if (options.isolate || options.examine_all) {
       r.isolated = true;
       StartOutcome child = start_isolated(r.candidate, options.isolation);

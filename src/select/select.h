@@ -21,16 +21,24 @@
 namespace plugboard::select {
 
 struct SelectOptions {
+  // The defaults need work that can fail (the stamp folder, the process's environment): done in the
+  // constructor's body, on members already built. GCC 12 destroys a member twice when such work
+  // throws inside a default member initializer (found by facade_test's allocation sweep).
+  SelectOptions();
+
   std::optional<std::string> target;   // explicit: that one or fail
   std::vector<std::string> preference;  // ordered fallback; empty = by priority
   std::string policy_source;            // where target/preference came from, for the report ("PLUGBOARD_TARGET")
   bool probes = true;                   // false: skip the probed stage (it passes, saying so)
   bool dependencies = true;             // false: skip the ELF dependency stage
-  VerifyOptions verify{default_stamp_dir(), false};
-  ProbeEnvironment probe_env = ProbeEnvironment::from_process();
+  VerifyOptions verify;
+  ProbeEnvironment probe_env;
   bool isolate = false;                 // run the load/create stages in a child first
   IsolationOptions isolation;
   bool examine_all = false;             // doctor: run every candidate through every stage, start none here
+  // discover: every candidate through the stages before loading only (found, verified, probed,
+  // dependencies); those that pass are kUsable. Nothing is loaded, nothing chosen.
+  bool before_loading_only = false;
   // A malformed setting (an environment variable that does not parse): the boot fails with it, naming
   // the variable, before any candidate is looked at.
   std::optional<Error> problem;

@@ -1,0 +1,358 @@
+// plugboard's embedding API: everything an application or a language binding (the Elixir NIF)
+// includes. It pulls in no PJRT, probe, isolation or verification header; the library's layers stay
+// behind it.
+//
+//   auto boot = plugboard::api::boot();                 // choose a target, as the environment says
+//   if (!boot || !boot->client) ...                      // boot->report says why, per candidate
+//   auto program = plugboard::api::Program::from_file("model.mlir");
+//   auto exe = boot->client->compile(*program);
+//   auto x = boot->client->copy_to_device(bytes, plugboard::DType::kF32, dims);
+//   plugboard::api::Buffer* args[] = {&*x};
+//   auto run = exe->execute(args);
+//   run->on_complete([](plugboard::Status s) { /* enif_send, not a blocked scheduler */ });
+//
+// Every function is noexcept: failures, allocation failures included, come back as Error values
+// (code, message naming the file, plugin or argument, and the context it came through).
+//
+// Threads. Client, Program, Executable and HostCallbacks are handles: copies share one object, and
+// every method may be called from any number of threads at once. Buffer and Execution are owned by
+// one holder at a time (move-only); distinct ones may be used on distinct threads freely, and
+// reading one Buffer (to_host, its metadata) from several threads at once is safe. Functions
+// handed to the library run on its threads, never under its locks:
+//   - on_complete and Buffer::to_host_async's `done`: a delivery thread (shared by the process);
+//   - compile_async's `done`: a compile thread;
+//   - ordered host callbacks: a delivery thread, one call at a time per receiver, in program order;
+//   - blocking host callbacks: the plugin's thread that runs the program.
+// None of them may call back into plugboard and wait for an execution (it could be their own).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "plugboard/dtype.h"
+#include "plugboard/host_array.h"
+#include "plugboard/host_call.h"
+#include "plugboard/status.h"
+
+#if defined(PLUGBOARD_BUILDING_LIBRARY)
+#define PLUGBOARD_API __attribute__((visibility("default")))
+#else
+#define PLUGBOARD_API
+#endif
+
+namespace plugboard::api {
+
+// The library's version ("0.1.0").
+PLUGBOARD_API const char* version() noexcept;
+
+// ---------------------------------------------------------------------------------------------
+// Selection: which plugin a process runs on, and why.
+
+// How candidates are found and judged; the same for discover() and boot().
+struct SelectionSettings {
+  // A bundle folder (plugboard.json with its plugins), whose targets come first. Either way the
+  // environment's candidates follow when use_environment is set.
+  std::optional<std::filesystem::path> bundle;
+  // Read PLUGBOARD_PLUGIN_PATH / PJRT_NAMES_AND_LIBRARY_PATHS for candidates, and PLUGBOARD_TARGET,
+  // PLUGBOARD_TARGETS, PLUGBOARD_PROBES, PLUGBOARD_ISOLATE for the policy (what is set here wins).
+  bool use_environment = true;
+  std::optional<std::string> target;    // explicit: that one or fail
+  std::vector<std::string> preference;  // ordered fallback; empty: by priority (accelerators first)
+  std::optional<bool> probes;           // device probes before loading (default on)
+  std::optional<bool> isolate;          // try loading in a child process first (default off)
+};
+
+struct StageReport {
+  std::string stage;   // "found", "verified", "probed", "dependencies", "loaded", "initialized", "client", "devices"
+  bool passed = false;
+  double ms = 0;
+  std::string detail;  // what it found, on success
+};
+
+struct CandidateReport {
+  std::string name;      // the target's name ("cpu", "cuda13")
+  std::string platform;  // "cpu", "cuda", "rocm", "tpu", "unknown"
+  std::string source;    // where it was found
+  std::filesystem::path path;
+  // "chosen", "failed", "usable" (passed, another was chosen or nothing was started), "not tried",
+  // "excluded" (by the policy)
+  std::string verdict;
+  std::optional<std::string> failed_stage;
+  std::optional<Error> error;  // why it failed
+  std::string excluded_because;
+  bool isolated = false;
+  std::vector<StageReport> stages;
+};
+
+struct Report {
+  std::string policy;
+  std::vector<CandidateReport> candidates;  // in the order considered
+  std::optional<size_t> chosen;             // index into candidates
+  std::vector<std::string> notes;           // what discovery looked at and skipped
+  std::string text;                         // a table for terminals and logs
+};
+
+// Lists the candidates with what can be known without loading anything: each goes through found,
+// verified, probed and dependencies, and passes as "usable" or fails with its reason. Nothing is
+// dlopen'ed, no client is made: cheap enough for a status page. Errors: malformed settings (named),
+// an explicit bundle that cannot be read.
+PLUGBOARD_API Expected<Report> discover(const SelectionSettings& settings = {}) noexcept;
+
+class Client;
+
+struct Boot {
+  Report report;
+  std::shared_ptr<const Client> client;  // null when no candidate started
+  Status status;                         // ok when a client started; else every candidate's reason
+};
+
+// Chooses a target by the policy and starts it. A boot in which nothing starts is a Boot whose status
+// says why; only malformed settings and unreadable explicit bundles are errors.
+PLUGBOARD_API Expected<Boot> boot(const SelectionSettings& settings = {}) noexcept;
+
+// ---------------------------------------------------------------------------------------------
+// Programs and compilation.
+
+// StableHLO as MLIR text or portable bytecode. Immutable; thread-safe.
+class Program {
+ public:
+  // `name` is what messages call it.
+  PLUGBOARD_API static Expected<Program> from_bytes(std::string bytes, std::string name = "<inline>") noexcept;
+  // A regular file only (a FIFO or a device is refused without reading).
+  PLUGBOARD_API static Expected<Program> from_file(const std::filesystem::path& path) noexcept;
+  PLUGBOARD_API const std::string& name() const noexcept;
+  PLUGBOARD_API bool is_bytecode() const noexcept;
+
+  struct Impl;
+  const std::shared_ptr<const Impl>& impl() const { return impl_; }
+
+ private:
+  explicit Program(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<const Impl> impl_;
+};
+
+struct CompileOptions {
+  // XLA options as "name=value" (typed by XLA's DebugOptions: see `plugboard run --xla-option`).
+  std::vector<std::string> xla_options;
+  // Leave out the options plugboard adds for JAX's numerics (xla_cpu_enable_fast_min_max=false, ...).
+  bool plugin_defaults = false;
+  // Compile without a device assignment, so that the executable may run on any addressable device
+  // (ExecuteOptions::device).
+  bool portable = false;
+};
+
+struct ArrayType {
+  DType dtype = DType::kInvalid;
+  std::vector<int64_t> dims;
+  std::string to_string() const { return shape_string(dtype, dims); }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Host callbacks: what a running program calls back into (see plugboard/host_call.h for what a host
+// function is given).
+
+// A receiver: binds custom-call target names to host functions for the executions it is passed to.
+// Thread-safe; its bindings are fixed once an execution has used it.
+class HostCallbacks {
+ public:
+  PLUGBOARD_API static Expected<HostCallbacks> create() noexcept;
+  // Blocking: the program waits for the function, which writes the results.
+  PLUGBOARD_API Status add_blocking(std::string name, BlockingFunction fn) noexcept;
+  // Ordered: for calls without results; delivered one at a time, in program order, on a delivery
+  // thread, all before the execution's await() returns and before its on_complete runs.
+  PLUGBOARD_API Status add_ordered(std::string name, OrderedFunction fn) noexcept;
+  PLUGBOARD_API std::vector<std::string> names() const noexcept;
+
+  struct Impl;
+  const std::shared_ptr<Impl>& impl() const { return impl_; }
+
+ private:
+  explicit HostCallbacks(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<Impl> impl_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Buffers and executions.
+
+// What an adopted buffer's device may do to the caller's memory under it.
+enum class HostMemory {
+  kMutable,    // given up: an execution that takes the buffer by donation may write into it
+  kImmutable,  // never changes (an Erlang binary): the buffer refuses donation
+};
+
+// An array on a device. Move-only; keeps its client (and plugin) alive.
+class Buffer {
+ public:
+  PLUGBOARD_API Buffer() noexcept;
+  PLUGBOARD_API Buffer(Buffer&&) noexcept;
+  PLUGBOARD_API Buffer& operator=(Buffer&&) noexcept;
+  PLUGBOARD_API ~Buffer();
+
+  // False for a default-constructed, moved-from or donated buffer.
+  PLUGBOARD_API bool valid() const noexcept;
+  PLUGBOARD_API DType dtype() const noexcept;
+  PLUGBOARD_API std::span<const int64_t> dims() const noexcept;
+  PLUGBOARD_API size_t byte_size() const noexcept;
+  PLUGBOARD_API int device() const noexcept;  // index into Client::devices()
+  // False for a view of immutable host memory.
+  PLUGBOARD_API bool donatable() const noexcept;
+
+  // Copies the contents into `dst` (exactly byte_size() bytes), waiting for them.
+  PLUGBOARD_API Status to_host(std::span<std::byte> dst) const noexcept;
+  PLUGBOARD_API Expected<std::vector<std::byte>> to_host() const noexcept;
+  // Starts the copy and returns; `done` runs on a delivery thread once `dst` (which must stay valid
+  // until then) holds the contents, or with the error.
+  PLUGBOARD_API Status to_host_async(std::span<std::byte> dst, std::function<void(Status)> done) const noexcept;
+
+  struct Impl;
+  Impl* impl() const { return impl_.get(); }
+  explicit Buffer(std::unique_ptr<Impl> impl) noexcept;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// An execution that may still be running. Move-only. Destroying it never waits: an unfinished
+// execution keeps what it uses alive until the plugin is done, still delivers its ordered calls, and
+// still runs its on_complete.
+class Execution {
+ public:
+  PLUGBOARD_API Execution(Execution&&) noexcept;
+  PLUGBOARD_API Execution& operator=(Execution&&) noexcept;
+  PLUGBOARD_API ~Execution();
+
+  // The outputs, usable at once (reading one waits for it to be computed).
+  PLUGBOARD_API std::vector<Buffer>& outputs() noexcept;
+  // Waits for the outputs and every ordered host call; the execution's error, else the first failed
+  // ordered callback's. Later calls return the same.
+  PLUGBOARD_API Status await() noexcept;
+  // Calls `done` with what await() returns, once the outputs are ready and every ordered call has
+  // been delivered, on a delivery thread (never this thread, never a plugin's), whether the execution
+  // is running or long finished. One per execution. `done` must not block for long.
+  PLUGBOARD_API Status on_complete(std::function<void(Status)> done) noexcept;
+  // Host calls this execution made, by kind (final once complete).
+  PLUGBOARD_API uint64_t blocking_calls() const noexcept;
+  PLUGBOARD_API uint64_t ordered_calls() const noexcept;
+
+  struct Impl;
+  explicit Execution(std::unique_ptr<Impl> impl) noexcept;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+struct ExecuteOptions {
+  // Index into Client::devices(). Another device than 0 needs a program compiled portable, and
+  // every argument on that device.
+  int device = 0;
+  // Arguments given up to the execution (their Buffers become invalid); a view of immutable host
+  // memory is refused.
+  std::vector<int> donate;
+  // The receiver of the program's host calls; required when the program makes any.
+  std::optional<HostCallbacks> callbacks;
+};
+
+// A compiled program. Thread-safe: any number of threads may execute it at once.
+class Executable {
+ public:
+  PLUGBOARD_API const std::string& name() const noexcept;
+  // Unknown (empty, parameters_known() false) when the plugin cannot tell.
+  PLUGBOARD_API bool parameters_known() const noexcept;
+  PLUGBOARD_API std::vector<ArrayType> parameters() const noexcept;
+  PLUGBOARD_API std::vector<ArrayType> results() const noexcept;
+  // Every custom-call target the compiled program calls (nullopt when the plugin cannot tell).
+  PLUGBOARD_API std::optional<std::vector<std::string>> custom_call_targets() const noexcept;
+  // Those of them that are plugboard host callbacks: what a receiver must bind.
+  PLUGBOARD_API std::vector<std::string> host_callbacks_needed() const noexcept;
+  // NOT_FOUND naming each needed callback `receiver` does not bind (before the first run).
+  PLUGBOARD_API Status check_receiver(const HostCallbacks& receiver) const noexcept;
+
+  // Starts an execution and returns once the plugin has queued it. Arguments must be valid buffers
+  // of this client, of the program's types (an INVALID_ARGUMENT names the one that is not).
+  PLUGBOARD_API Expected<Execution> execute(std::span<Buffer* const> args, const ExecuteOptions& options = {}) const noexcept;
+
+  struct Impl;
+  const std::shared_ptr<const Impl>& impl() const { return impl_; }
+  explicit Executable(std::shared_ptr<const Impl> impl) noexcept : impl_(std::move(impl)) {}
+
+ private:
+  std::shared_ptr<const Impl> impl_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Clients.
+
+struct DeviceMemory {
+  int64_t bytes_in_use = 0;
+  std::optional<int64_t> peak_bytes_in_use, bytes_limit, num_allocs, largest_alloc_size;
+};
+
+struct Device {
+  int index = 0;              // what ExecuteOptions::device and buffers name
+  int id = 0;                 // the plugin's global id
+  int local_hardware_id = -1;
+  std::string kind;           // "cpu", "NVIDIA H200", ...
+  std::string description;
+  std::optional<DeviceMemory> memory;  // where the plugin reports it
+};
+
+// A create option for a plugin's client (e.g. {"cpu_device_count", int64_t{4}}).
+struct CreateOption {
+  std::string name;
+  std::variant<std::string, int64_t, std::vector<int64_t>, float, bool> value;
+};
+
+// A started plugin: its devices, transfers and compilation. Thread-safe.
+class Client {
+ public:
+  // Loads one plugin file and makes a client, without selection: the file is checked (a regular ELF
+  // shared object, bounds-checked) before dlopen, and never unloaded.
+  PLUGBOARD_API static Expected<std::shared_ptr<const Client>> open(const std::filesystem::path& plugin,
+                                                                    const std::vector<CreateOption>& options = {}) noexcept;
+
+  PLUGBOARD_API const std::string& platform() const noexcept;          // "cpu", "cuda"
+  PLUGBOARD_API const std::string& platform_version() const noexcept;
+  PLUGBOARD_API std::filesystem::path plugin_path() const noexcept;
+  // The addressable devices, with their memory figures read now.
+  PLUGBOARD_API std::vector<Device> devices() const noexcept;
+
+  // Copies row-major `data` (exactly the bytes dtype and dims call for) to a device; `data` may be
+  // reused on return.
+  PLUGBOARD_API Expected<Buffer> copy_to_device(std::span<const std::byte> data, DType dtype,
+                                                std::span<const int64_t> dims, int device = 0) const noexcept;
+  // A buffer over the caller's memory, zero-copy where the platform allows it (CPU, 64-byte aligned);
+  // `owner` keeps the memory alive and is released once the plugin is done with it.
+  PLUGBOARD_API Expected<Buffer> adopt(std::span<const std::byte> data, std::shared_ptr<const void> owner,
+                                       HostMemory memory, DType dtype, std::span<const int64_t> dims,
+                                       int device = 0) const noexcept;
+
+  // Registers a receiver's names as custom-call targets on this plugin: before compiling programs
+  // that call them. The first use runs the plugin's host-callback self-test.
+  PLUGBOARD_API Status declare_callbacks(const HostCallbacks& callbacks) const noexcept;
+
+  PLUGBOARD_API Expected<Executable> compile(const Program& program, const CompileOptions& options = {}) const noexcept;
+  // The same on a compile thread: returns at once; `done` runs there with the outcome. An error
+  // here means nothing was started (and `done` never runs).
+  PLUGBOARD_API Status compile_async(Program program, CompileOptions options,
+                                     std::function<void(Expected<Executable>)> done) const noexcept;
+
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
+  explicit Client(std::unique_ptr<Impl> impl) noexcept;
+  PLUGBOARD_API ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace plugboard::api

@@ -1,0 +1,141 @@
+// The facade's Client: devices, transfers, callback declaration and compilation (also on a compile
+// thread).
+#include "base/no_throw.h"
+#include "base/thread_pool.h"
+#include "callback/registry.h"
+#include "embed/handles.h"
+#include "plugin/plugin.h"
+
+namespace plugboard::api {
+
+namespace {
+
+// Compiles run here when asked asynchronously: a compile takes a thread for milliseconds to seconds,
+// and a binding's caller (a BEAM scheduler) must not be that thread. Never destroyed, as the
+// delivery pool.
+ThreadPool& compile_pool() {
+  static ThreadPool* pool = new ThreadPool("pb-compile", 2);
+  return *pool;
+}
+
+Expected<plugboard::CompileOptions> runtime_options(const CompileOptions& options) {
+  plugboard::CompileOptions out = options.plugin_defaults ? plugboard::CompileOptions::plugin_defaults()
+                                                          : plugboard::CompileOptions();
+  out.portable = options.portable;
+  for (const std::string& assignment : options.xla_options)
+    PB_RETURN_IF_ERROR(annotate(out.set_from_text(assignment), "XLA option '" + assignment + "'"));
+  return out;
+}
+
+Expected<Executable> compile_on(const plugboard::Client& client, const Program& program, const CompileOptions& options) {
+  PB_ASSIGN_OR_RETURN(plugboard::CompileOptions runtime, runtime_options(options));
+  PB_ASSIGN_OR_RETURN(std::shared_ptr<plugboard::Executable> exe, client.compile(program.impl()->program, runtime));
+  auto impl = std::make_shared<Executable::Impl>();
+  impl->name = exe->name();
+  impl->executable = std::move(exe);
+  return Executable(std::move(impl));
+}
+
+}  // namespace
+
+std::shared_ptr<const Client> wrap_client(std::shared_ptr<plugboard::Client> client) {
+  auto impl = std::make_unique<Client::Impl>();
+  impl->platform = client->platform_name();
+  impl->platform_version = client->platform_version();
+  impl->client = std::move(client);
+  return std::make_shared<const Client>(std::move(impl));
+}
+
+Client::Client(std::unique_ptr<Impl> impl) noexcept : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+Expected<std::shared_ptr<const Client>> Client::open(const std::filesystem::path& plugin,
+                                                     const std::vector<CreateOption>& options) noexcept {
+  return no_throw("opening a plugin", [&]() -> Expected<std::shared_ptr<const Client>> {
+    PB_ASSIGN_OR_RETURN(std::shared_ptr<const Plugin> loaded, load_plugin(plugin));
+    ClientOptions client_options;
+    for (const CreateOption& o : options)
+      client_options.create_options.push_back(
+          {o.name, std::visit([](const auto& v) -> NamedValueData { return v; }, o.value)});
+    PB_ASSIGN_OR_RETURN(std::shared_ptr<plugboard::Client> client, plugboard::Client::create(loaded, client_options));
+    return wrap_client(std::move(client));
+  });
+}
+
+const std::string& Client::platform() const noexcept { return impl_->platform; }
+const std::string& Client::platform_version() const noexcept { return impl_->platform_version; }
+
+std::filesystem::path Client::plugin_path() const noexcept {
+  try {
+    return impl_->client->plugin().path();
+  } catch (...) {
+    return {};
+  }
+}
+
+std::vector<Device> Client::devices() const noexcept {
+  try {
+    std::vector<Device> out;
+    const auto& devices = impl_->client->devices();
+    for (size_t i = 0; i < devices.size(); ++i) {
+      Device d;
+      d.index = static_cast<int>(i);
+      d.id = devices[i].id;
+      d.local_hardware_id = devices[i].local_hardware_id;
+      d.kind = devices[i].kind;
+      d.description = devices[i].description;
+      if (auto stats = impl_->client->memory_stats(d.index))
+        d.memory = DeviceMemory{stats->bytes_in_use, stats->peak_bytes_in_use, stats->bytes_limit, stats->num_allocs,
+                                stats->largest_alloc_size};
+      out.push_back(std::move(d));
+    }
+    return out;
+  } catch (...) {
+    return {};
+  }
+}
+
+Expected<Buffer> Client::copy_to_device(std::span<const std::byte> data, DType dtype, std::span<const int64_t> dims,
+                                        int device) const noexcept {
+  return no_throw("copying to the device", [&]() -> Expected<Buffer> {
+    PB_ASSIGN_OR_RETURN(plugboard::Buffer b, impl_->client->buffer_from_host(data, dtype, dims, device));
+    return wrap_buffer(std::move(b));
+  });
+}
+
+Expected<Buffer> Client::adopt(std::span<const std::byte> data, std::shared_ptr<const void> owner, HostMemory memory,
+                               DType dtype, std::span<const int64_t> dims, int device) const noexcept {
+  return no_throw("adopting host memory", [&]() -> Expected<Buffer> {
+    const auto kind = memory == HostMemory::kImmutable ? plugboard::HostMemory::kImmutable : plugboard::HostMemory::kMutable;
+    PB_ASSIGN_OR_RETURN(plugboard::Buffer b,
+                        impl_->client->buffer_from_host_adopt(data, std::move(owner), kind, dtype, dims, device));
+    return wrap_buffer(std::move(b));
+  });
+}
+
+Status Client::declare_callbacks(const HostCallbacks& callbacks) const noexcept {
+  return plugboard::declare_callbacks(*impl_->client, *callbacks.impl()->receiver);
+}
+
+Expected<Executable> Client::compile(const Program& program, const CompileOptions& options) const noexcept {
+  return no_throw("compiling", [&] { return compile_on(*impl_->client, program, options); });
+}
+
+Status Client::compile_async(Program program, CompileOptions options,
+                             std::function<void(Expected<Executable>)> done) const noexcept {
+  return no_throw("compiling", [&]() -> Status {
+    if (!done) return invalid_argument("compile_async needs a function to call with the outcome");
+    compile_pool().post([client = impl_->client, program = std::move(program), options = std::move(options),
+                         done = std::move(done)]() mutable {
+      Expected<Executable> result = no_throw("compiling", [&] { return compile_on(*client, program, options); });
+      try {
+        done(std::move(result));
+      } catch (...) {
+        // Nobody to throw to on a compile thread.
+      }
+    });
+    return ok();
+  });
+}
+
+}  // namespace plugboard::api

@@ -1,0 +1,56 @@
+// Internal to the facade: what each public handle of plugboard.h holds (the runtime's objects).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+#include <string>
+
+#include "callback/execute.h"
+#include "callback/host_callbacks.h"
+#include "plugboard/plugboard.h"
+#include "runtime/buffer.h"
+#include "runtime/client.h"
+#include "runtime/executable.h"
+#include "runtime/program.h"
+
+namespace plugboard::api {
+
+struct Program::Impl {
+  plugboard::Program program;
+};
+
+struct HostCallbacks::Impl {
+  std::shared_ptr<plugboard::HostCallbacks> receiver;
+};
+
+struct Buffer::Impl {
+  plugboard::Buffer buffer;
+};
+
+struct Executable::Impl {
+  std::shared_ptr<plugboard::Executable> executable;
+  std::string name;
+};
+
+struct Execution::Impl {
+  std::vector<Buffer> outputs;
+  std::shared_ptr<plugboard::Executable> executable;
+  std::optional<plugboard::CallbackExecution> with_callbacks;  // or, without callbacks:
+  plugboard::Event done;
+  std::optional<Status> result;
+  bool on_complete_taken = false;
+  ~Impl();
+};
+
+struct Client::Impl {
+  std::shared_ptr<plugboard::Client> client;
+  std::string platform, platform_version;
+};
+
+// Wraps a runtime client (for boot() and Client::open).
+std::shared_ptr<const Client> wrap_client(std::shared_ptr<plugboard::Client> client);
+// A facade Buffer owning a runtime one.
+Buffer wrap_buffer(plugboard::Buffer buffer);
+
+}  // namespace plugboard::api

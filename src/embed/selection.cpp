@@ -1,0 +1,79 @@
+// The facade's discover() and boot(): the bundle layer's boot, with reports turned into plain values.
+#include "base/no_throw.h"
+#include "bundle/boot.h"
+#include "embed/handles.h"
+
+namespace plugboard::api {
+
+namespace {
+
+Report to_report(const select::BootReport& report, std::vector<std::string> notes) {
+  Report out;
+  out.policy = report.policy;
+  out.chosen = report.chosen;
+  out.notes = std::move(notes);
+  out.text = report.to_text();
+  for (const select::CandidateReport& c : report.candidates) {
+    CandidateReport r;
+    r.name = c.candidate.name;
+    r.platform = c.candidate.platform;
+    r.source = c.candidate.source;
+    r.path = c.candidate.path;
+    r.verdict = select::verdict_name(c.verdict);
+    if (c.failed_stage) r.failed_stage = select::stage_name(*c.failed_stage);
+    r.error = c.error;
+    r.excluded_because = c.excluded_because;
+    r.isolated = c.isolated;
+    for (const select::StageResult& s : c.stages) r.stages.push_back({select::stage_name(s.stage), s.passed, s.ms, s.detail});
+    out.candidates.push_back(std::move(r));
+  }
+  return out;
+}
+
+Expected<bundle::BootOptions> boot_options(const SelectionSettings& settings) {
+  bundle::BootOptions options;
+  options.discovery.bundle = settings.bundle;
+  options.discovery.environment = settings.use_environment;
+  select::SelectOptions base;
+  base.target = settings.target;
+  base.preference = settings.preference;
+  if (settings.target || !settings.preference.empty()) base.policy_source = "the caller's settings";
+  if (settings.probes) base.probes = *settings.probes;
+  if (settings.isolate) base.isolate = *settings.isolate;
+  if (settings.use_environment) {
+    PB_ASSIGN_OR_RETURN(options.select, select::read_environment(base));
+    // What the caller set explicitly wins over the environment's flags.
+    if (settings.probes) options.select.probes = *settings.probes;
+    if (settings.isolate) options.select.isolate = *settings.isolate;
+  } else {
+    options.select = std::move(base);
+  }
+  return options;
+}
+
+}  // namespace
+
+const char* version() noexcept { return PLUGBOARD_VERSION; }
+
+Expected<Report> discover(const SelectionSettings& settings) noexcept {
+  return no_throw("discovering targets", [&]() -> Expected<Report> {
+    PB_ASSIGN_OR_RETURN(bundle::BootOptions options, boot_options(settings));
+    options.select.before_loading_only = true;
+    PB_ASSIGN_OR_RETURN(bundle::Boot b, bundle::boot(options));
+    return to_report(b.selection.report, std::move(b.notes));
+  });
+}
+
+Expected<Boot> boot(const SelectionSettings& settings) noexcept {
+  return no_throw("boot", [&]() -> Expected<Boot> {
+    PB_ASSIGN_OR_RETURN(bundle::BootOptions options, boot_options(settings));
+    PB_ASSIGN_OR_RETURN(bundle::Boot b, bundle::boot(options));
+    Boot out;
+    out.status = b.selection.status();
+    out.report = to_report(b.selection.report, std::move(b.notes));
+    if (b.selection.client) out.client = wrap_client(std::move(b.selection.client));
+    return out;
+  });
+}
+
+}  // namespace plugboard::api
