@@ -2,10 +2,10 @@
 
 #include <dlfcn.h>
 
-#include <chrono>
 #include <map>
 #include <mutex>
 
+#include "base/clock.h"
 #include "base/no_throw.h"
 #include "abi/api.h"
 #include "plugin/native_library.h"
@@ -163,11 +163,6 @@ struct Table {
 Table& table() {
   static Table* t = new Table();  // immortal, like the plugins it holds
   return *t;
-}
-
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
 }  // namespace

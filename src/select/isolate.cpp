@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/clock.h"
 #include "base/environment.h"
 #include "base/unique_fd.h"
 #include "select/isolate_protocol.h"
@@ -18,7 +19,6 @@ extern char** environ;
 
 namespace plugboard::select {
 namespace {
-using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxLine = 1 << 20;
 
 Status make_pipe(UniqueFd& read_end, UniqueFd& write_end) {
@@ -157,7 +157,7 @@ StartOutcome start_isolated(const Candidate& candidate, const IsolationOptions& 
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - stage_start).count();
+  const double ms = ms_since(stage_start);
   if (out.failed_stage) return out;
   if (timed_out)
     return fail(next, ms, Error(Code::kDeadlineExceeded, candidate.path.string() + ": " + stage_name(next) +

@@ -1,4 +1,3 @@
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
@@ -8,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/clock.h"
 #include "base/parse_number.h"
 #include "commands.h"
 #include "json_output.h"
@@ -57,10 +57,6 @@ Status parse_flags(Options& o) {
   return ok();
 }
 
-double ms_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
-}
-
 // The .npy descr cannot tell bf16 from u16 or f8 from u8: the program's parameter type decides.
 std::optional<DType> raw_bits_dtype(const Signature& sig, size_t i) {
   if (!sig.parameters_known || i >= sig.parameters.size()) return std::nullopt;
@@ -106,7 +102,7 @@ Expected<nlohmann::json> run(const Options& o) {
     PB_ASSIGN_OR_RETURN(callbacks, make_run_callbacks(cb));
     PB_RETURN_IF_ERROR(annotate(declare_callbacks(*client, *callbacks), "host callbacks for " + program.name()));
   }
-  auto t0 = std::chrono::steady_clock::now();
+  auto t0 = Clock::now();
   auto compiled = client->compile(program, o.compile);
   if (!compiled && compiled.error().message().find("No FFI handler registered for") != std::string::npos)
     compiled.error().annotate("the program calls a host callback `plugboard run` does not bind: give it with "
@@ -127,7 +123,7 @@ Expected<nlohmann::json> run(const Options& o) {
   for (auto& b : inputs) args.push_back(&b);
   ExecuteOptions exec_options;
   exec_options.donate = o.donate;
-  t0 = std::chrono::steady_clock::now();
+  t0 = Clock::now();
   std::vector<Buffer> outputs;
   uint64_t blocking_calls = 0, ordered_calls = 0;
   if (callbacks) {
