@@ -14,7 +14,10 @@
 #include <system_error>
 #include <utility>
 
+#include "base/errno_error.h"
+#include "base/hex.h"
 #include "base/no_throw.h"
+#include "base/read_at.h"
 #include "base/regular_file.h"
 #include "base/unique_fd.h"
 
@@ -339,44 +342,12 @@ void append_le(std::vector<std::byte>& out, uint64_t value, size_t bytes) {
 
 // ---- files ----------------------------------------------------------------------------------------------
 
-Code code_from_errno(int err) {
-  switch (err) {
-    case ENOENT:
-    case ENOTDIR: return Code::kNotFound;
-    case EACCES:
-    case EPERM:
-    case EROFS: return Code::kPermissionDenied;
-    case EEXIST: return Code::kAlreadyExists;
-    case ENOSPC:
-    case EDQUOT:
-    case EMFILE:
-    case ENFILE:
-    case ENOMEM: return Code::kResourceExhausted;
-    case EISDIR:
-    case ENAMETOOLONG:
-    case EINVAL: return Code::kInvalidArgument;
-    default: return Code::kUnknown;
-  }
-}
-
-std::unexpected<Error> errno_error(int err, std::string what, const std::filesystem::path& path) {
-  return make_error(code_from_errno(err), what + " " + path.string() + ": " + std::generic_category().message(err));
-}
-
 // Reads exactly dst.size() bytes at `offset`; DATA_LOSS when the file ends first (it shrank).
 Status pread_exact(const UniqueFd& fd, std::span<std::byte> dst, uint64_t offset, const std::filesystem::path& path) {
-  size_t done = 0;
-  while (done < dst.size()) {
-    const ssize_t n = ::pread(fd.get(), dst.data() + done, dst.size() - done, static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno_error(errno, "cannot read", path);
-    }
-    if (n == 0)
-      return make_error(Code::kDataLoss, "cannot read " + path.string() + ": it ended at byte " +
-                                             std::to_string(offset + done) + " while being read");
-    done += static_cast<size_t>(n);
-  }
+  PB_ASSIGN_OR_RETURN(const size_t done, read_at(fd.get(), dst, offset, "cannot read " + path.string()));
+  if (done < dst.size())
+    return make_error(Code::kDataLoss, "cannot read " + path.string() + ": it ended at byte " +
+                                           std::to_string(offset + done) + " while being read");
   return ok();
 }
 
@@ -393,7 +364,7 @@ Status write_all(int fd, std::span<const std::byte> bytes, const std::filesystem
     const ssize_t n = ::write(fd, bytes.data(), bytes.size());
     if (n < 0) {
       if (errno == EINTR) continue;
-      return errno_error(errno, what + " cannot write", path);
+      return errno_error(errno, what + " cannot write " + path.string());
     }
     bytes = bytes.subspan(static_cast<size_t>(n));
   }
@@ -432,12 +403,7 @@ Expected<std::pair<size_t, size_t>> parse_preamble(std::span<const std::byte> fi
   for (size_t i = 0; i < magic_seen; ++i) {
     if (byte_at(i) != static_cast<unsigned char>(kMagic[i])) {
       std::string found;
-      static constexpr char kHex[] = "0123456789abcdef";
-      for (size_t j = 0; j < magic_seen; ++j) {
-        found += "\\x";
-        found += kHex[byte_at(j) >> 4];
-        found += kHex[byte_at(j) & 0xF];
-      }
+      for (size_t j = 0; j < magic_seen; ++j) append_hex_escape(found, byte_at(j));
       return npy_error(source, Code::kInvalidArgument,
                        "not a .npy file: bad magic (expected \\x93NUMPY, found " + found + ")");
     }
@@ -523,7 +489,7 @@ Expected<HostArray> read_npy(const std::filesystem::path& path, std::optional<DT
     // exactly the declared data is read.
     PB_ASSIGN_OR_RETURN(UniqueFd fd, open_regular_file(path));
     struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) return errno_error(errno, "cannot stat", path);
+    if (::fstat(fd.get(), &st) != 0) return errno_error(errno, "cannot stat " + path.string());
     const auto file_size = static_cast<uint64_t>(st.st_size);
     const std::string source = path.string();
 
@@ -602,12 +568,12 @@ Status write_npy(const std::filesystem::path& path, const HostArray& array) {
   // Errors name the target, which the caller knows, and the temporary file, which it does not.
   const std::string what = "writing " + path.string() + " (through " + temp.filename().string() + "):";
   UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
-  if (!fd) return errno_error(errno, what + " cannot create", temp);
+  if (!fd) return errno_error(errno, what + " cannot create " + temp.string());
 
   // From here on, any failure removes the temporary file so nothing partial is left.
   Status written = write_all(fd.get(), bytes, temp, what);
-  if (written && fd.close_and_report() != 0) written = errno_error(errno, what + " cannot write", temp);
-  if (written && ::rename(temp.c_str(), path.c_str()) != 0) written = errno_error(errno, what + " cannot rename", temp);
+  if (written && fd.close_and_report() != 0) written = errno_error(errno, what + " cannot write " + temp.string());
+  if (written && ::rename(temp.c_str(), path.c_str()) != 0) written = errno_error(errno, what + " cannot rename " + temp.string());
   if (!written) ::unlink(temp.c_str());
   return written;
 }
