@@ -1,6 +1,7 @@
 // The small facilities of src/base that every layer shares instead of writing its own: hex text, the
-// errno mapping, the pread loop, the stage clock.
+// errno mapping, the pread loop, the stage clock, atomic files.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -11,12 +12,17 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <iterator>
+#include <string_view>
 #include <thread>
+#include <vector>
 
+#include "base/atomic_file.h"
 #include "base/clock.h"
 #include "base/errno_error.h"
 #include "base/hex.h"
 #include "base/read_at.h"
+#include "base/temp_dir.h"
 #include "base/unique_fd.h"
 #include "test_env.h"
 
@@ -99,6 +105,71 @@ TEST(Clock, MsSinceCountsMilliseconds) {
   const double ms = ms_since(t0);
   EXPECT_GE(ms, 19.0);
   EXPECT_LT(ms, 10000.0);
+}
+
+// --- atomic files ---
+
+size_t entries_in(const fs::path& dir) {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++n;
+  return n;
+}
+
+std::string content_of(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(AtomicFile, ReplacesTheDestinationWholeWithTheModeAsked) {
+  ScratchDir d;
+  std::ofstream(d.path() / "out.json") << "old content, longer than the new";
+  ASSERT_TRUE(write_file_atomically(d.path() / "out.json", std::string_view("new"), 0640));
+  EXPECT_EQ(content_of(d.path() / "out.json"), "new");
+  struct stat st {};
+  ASSERT_EQ(::stat((d.path() / "out.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  EXPECT_EQ(entries_in(d.path()), 1u);  // no temporary left beside it
+}
+
+TEST(AtomicFile, AFileNotCommittedIsRemoved) {
+  ScratchDir d;
+  {
+    auto f = AtomicFile::create(d.path());
+    ASSERT_TRUE(f) << f.error().to_string();
+    ASSERT_TRUE(f->write_all(std::string_view("partial")));
+    EXPECT_EQ(entries_in(d.path()), 1u);
+  }
+  EXPECT_EQ(entries_in(d.path()), 0u);
+}
+
+TEST(AtomicFile, AMissingFolderIsNotFoundAndNamed) {
+  ScratchDir d;
+  auto s = write_file_atomically(d.path() / "no_such_dir" / "a", std::string_view("x"), 0644);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().code(), Code::kNotFound);
+  EXPECT_NE(s.error().message().find("no_such_dir"), std::string::npos) << s.error().message();
+}
+
+TEST(AtomicFile, MoveFileDurablyRenamesIntoPlace) {
+  ScratchDir d;
+  std::ofstream(d.path() / "a") << "bytes";
+  ASSERT_TRUE(move_file_durably(d.path() / "a", d.path() / "b"));
+  EXPECT_FALSE(fs::exists(d.path() / "a"));
+  EXPECT_EQ(content_of(d.path() / "b"), "bytes");
+  EXPECT_EQ(move_file_durably(d.path() / "a", d.path() / "c").error().code(), Code::kNotFound);
+}
+
+TEST(TempDir, IsRemovedWithWhatIsInIt) {
+  ScratchDir d;
+  fs::path inside;
+  {
+    auto t = TempDir::create(d.path(), "x-");
+    ASSERT_TRUE(t) << t.error().to_string();
+    inside = t->path();
+    std::ofstream(inside / "f") << "x";
+    EXPECT_EQ(inside.filename().string().rfind("x-", 0), 0u);
+  }
+  EXPECT_FALSE(fs::exists(inside));
 }
 
 }  // namespace

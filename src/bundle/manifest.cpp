@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 
+#include "base/atomic_file.h"
 #include "base/no_throw.h"
 #include "base/regular_file.h"
 #include "base/sha256.h"
@@ -237,25 +238,13 @@ Status write_manifest(const std::filesystem::path& dir, const Manifest& m) {
     j["targets"].push_back(std::move(t));
   }
   const std::filesystem::path path = dir / kManifestName;
-  const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::string text;
-    try {
-      text = j.dump(2) + "\n";
-    } catch (const nlohmann::json::exception& e) {  // a string that is not UTF-8
-      return invalid_argument("cannot write " + path.string() + ": " + e.what());
-    }
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    if (!out) return make_error(Code::kPermissionDenied, "cannot write " + tmp.string());
+  std::string text;
+  try {
+    text = j.dump(2) + "\n";
+  } catch (const nlohmann::json::exception& e) {  // a string that is not UTF-8
+    return invalid_argument("cannot write " + path.string() + ": " + e.what());
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    return make_error(Code::kPermissionDenied, "cannot write " + path.string() + ": " + ec.message());
-  }
-  return ok();
+  return annotate(write_file_atomically(path, text, 0644), "writing " + path.string());
 }
 
 std::vector<select::Candidate> bundle_candidates(const std::filesystem::path& dir, const Manifest& m) {

@@ -14,6 +14,7 @@
 #include <system_error>
 #include <utility>
 
+#include "base/atomic_file.h"
 #include "base/errno_error.h"
 #include "base/hex.h"
 #include "base/no_throw.h"
@@ -351,26 +352,6 @@ Status pread_exact(const UniqueFd& fd, std::span<std::byte> dst, uint64_t offset
   return ok();
 }
 
-// A name in the target's folder that no other writer (thread or process) picks at the same time.
-std::filesystem::path temp_path_for(const std::filesystem::path& path) {
-  static std::atomic<uint64_t> counter{0};
-  std::string name = "." + path.filename().string() + ".tmp." + std::to_string(::getpid()) + "." +
-                     std::to_string(counter.fetch_add(1));
-  return path.parent_path() / name;
-}
-
-Status write_all(int fd, std::span<const std::byte> bytes, const std::filesystem::path& path, const std::string& what) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno_error(errno, what + " cannot write " + path.string());
-    }
-    bytes = bytes.subspan(static_cast<size_t>(n));
-  }
-  return ok();
-}
-
 }  // namespace
 
 std::string npy_descr(DType t) {
@@ -563,19 +544,8 @@ Status write_npy(const std::filesystem::path& path, const HostArray& array) {
                             " needs " + std::to_string(*needed) + " bytes, the array holds " +
                             std::to_string(array.data.size()));
 
-  const std::vector<std::byte> bytes = encode_npy(array);
-  const std::filesystem::path temp = temp_path_for(path);
-  // Errors name the target, which the caller knows, and the temporary file, which it does not.
-  const std::string what = "writing " + path.string() + " (through " + temp.filename().string() + "):";
-  UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
-  if (!fd) return errno_error(errno, what + " cannot create " + temp.string());
-
-  // From here on, any failure removes the temporary file so nothing partial is left.
-  Status written = write_all(fd.get(), bytes, temp, what);
-  if (written && fd.close_and_report() != 0) written = errno_error(errno, what + " cannot write " + temp.string());
-  if (written && ::rename(temp.c_str(), path.c_str()) != 0) written = errno_error(errno, what + " cannot rename " + temp.string());
-  if (!written) ::unlink(temp.c_str());
-  return written;
+  // Through a temporary file beside it, synced and renamed into place: a failure leaves no partial file.
+  return annotate(write_file_atomically(path, encode_npy(array), 0644), "writing " + path.string());
 }
 
 }  // namespace plugboard::io

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "base/atomic_file.h"
 #include "base/environment.h"
 #include "base/regular_file.h"
 #include "base/sha256.h"
@@ -43,17 +44,8 @@ void write_stamp(const std::filesystem::path& dir, const std::filesystem::path& 
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   const std::filesystem::path final_path = stamp_path(dir, file);
-  const std::filesystem::path tmp = final_path.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    if (!out) {
-      std::filesystem::remove(tmp, ec);
-      return;  // a stamp that cannot be written only costs a re-hash next time
-    }
-  }
-  std::filesystem::rename(tmp, final_path, ec);
-  if (ec) std::filesystem::remove(tmp, ec);
+  // A stamp that cannot be written only costs a re-hash next time.
+  (void)write_file_atomically(final_path, text, 0644);
 }
 
 }  // namespace
