@@ -1,6 +1,7 @@
 // The small facilities of src/base that every layer shares instead of writing its own: hex text, the
-// errno mapping, the pread loop, the stage clock, atomic files.
+// errno mapping, the pread loop, the stage clock, atomic files and subprocesses.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@
 #include "base/errno_error.h"
 #include "base/hex.h"
 #include "base/read_at.h"
+#include "base/subprocess.h"
 #include "base/temp_dir.h"
 #include "base/unique_fd.h"
 #include "test_env.h"
@@ -170,6 +172,83 @@ TEST(TempDir, IsRemovedWithWhatIsInIt) {
     EXPECT_EQ(inside.filename().string().rfind("x-", 0), 0u);
   }
   EXPECT_FALSE(fs::exists(inside));
+}
+
+// --- subprocesses ---
+
+bool is_zombie(pid_t pid) {
+  const std::string stat = content_of("/proc/" + std::to_string(pid) + "/stat");
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z';
+}
+
+TEST(Subprocess, CapturesStdoutAndStderrAndTheExitStatus) {
+  auto child = Subprocess::spawn({.argv = {"/bin/sh", "-c", "echo out; echo err >&2; read x; echo \"stdin:$x\"; exit 3"},
+                                  .capture = Capture::kCombined});
+  ASSERT_TRUE(child) << child.error().to_string();
+  std::string output;
+  EXPECT_TRUE(child->read_output_until(Clock::now() + std::chrono::seconds(30), output));
+  EXPECT_TRUE(child->wait_until(Clock::now() + std::chrono::seconds(30)));
+  const ExitStatus status = child->reap();
+  EXPECT_EQ(output, "out\nerr\nstdin:\n");  // stdin is /dev/null
+  EXPECT_TRUE(status.exited());
+  EXPECT_EQ(status.exit_code(), 3);
+  EXPECT_FALSE(status.success());
+  EXPECT_EQ(status.describe(), "exited with status 3");
+}
+
+TEST(Subprocess, PassesTheEnvironmentGivenAndSearchesPath) {
+  auto child = Subprocess::spawn(
+      {.argv = {"sh", "-c", "echo \"$PB_X\""}, .env = std::vector<std::string>{"PB_X=42", "PATH=/bin:/usr/bin"},
+       .search_path = true, .capture = Capture::kCombined});
+  ASSERT_TRUE(child) << child.error().to_string();
+  std::string output;
+  EXPECT_TRUE(child->read_output_until(Clock::now() + std::chrono::seconds(30), output));
+  EXPECT_TRUE(child->reap().success());
+  EXPECT_EQ(output, "42\n");
+}
+
+TEST(Subprocess, AMissingProgramIsNotFound) {
+  auto child = Subprocess::spawn({.argv = {"/no/such/program"}});
+  ASSERT_FALSE(child);
+  EXPECT_EQ(child.error().code(), Code::kNotFound);
+  EXPECT_NE(child.error().message().find("cannot start /no/such/program"), std::string::npos);
+}
+
+TEST(Subprocess, ADeadlineStopsWaitingAndKillEndsTheWholeGroup) {
+  ScratchDir d;
+  const fs::path pid_file = d.path() / "grandchild.pid";
+  // The child starts a grandchild in its group, records its pid, and both sleep.
+  auto child = Subprocess::spawn({.argv = {"/bin/sh", "-c", "sleep 60 & echo $! > " + pid_file.string() + "; sleep 60"},
+                                  .new_process_group = true});
+  ASSERT_TRUE(child) << child.error().to_string();
+  for (int i = 0; i < 3000 && content_of(pid_file).empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_FALSE(content_of(pid_file).empty());
+  const auto t0 = Clock::now();
+  EXPECT_FALSE(child->wait_until(t0 + std::chrono::milliseconds(100)));
+  EXPECT_GE(ms_since(t0), 99.0);
+  child->kill();
+  const ExitStatus status = child->reap();
+  EXPECT_TRUE(status.signaled());
+  EXPECT_EQ(status.term_signal(), SIGKILL);
+  EXPECT_EQ(status.describe(), "was killed by signal 9");
+  const pid_t grandchild = static_cast<pid_t>(std::stol(content_of(pid_file)));
+  bool gone = false;
+  for (int i = 0; i < 3000 && !gone; ++i) {
+    gone = ::kill(grandchild, 0) != 0 || is_zombie(grandchild);  // killed (reaped or waiting to be)
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(gone) << "the grandchild " << grandchild << " outlived its group's kill";
+}
+
+TEST(Subprocess, ReadingOutputStopsAtTheDeadline) {
+  auto child = Subprocess::spawn({.argv = {"/bin/sh", "-c", "echo started; sleep 60"}, .new_process_group = true,
+                                  .capture = Capture::kCombined});
+  ASSERT_TRUE(child) << child.error().to_string();
+  std::string output;
+  EXPECT_FALSE(child->read_output_until(Clock::now() + std::chrono::milliseconds(300), output));
+  EXPECT_EQ(output, "started\n");
+  // Destroyed without a reap: the destructor kills the group and reaps the child, without waiting 60 s.
 }
 
 }  // namespace
