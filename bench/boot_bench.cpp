@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "bundle/boot.h"
 #include "bundle/manifest.h"
 
@@ -53,14 +54,14 @@ double spawn_ms(const std::vector<std::string>& args) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);  // the plugins' logs
-  auto t0 = std::chrono::steady_clock::now();
+  auto t0 = Clock::now();
   pid_t pid;
   if (posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ) != 0) return -1;
   int status = 0;
   waitpid(pid, &status, 0);
   posix_spawn_file_actions_destroy(&fa);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return ms_since(t0);
 }
 
 double median(std::vector<double> v) {

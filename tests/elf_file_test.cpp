@@ -112,8 +112,7 @@ TEST(ElfFileTest, FilesThatAreNotLibrariesAreRefused) {
   auto pending = std::async(std::launch::async, [&] { return load_plugin(fifo); });
   if (pending.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
     // Unblock the old code's open() so that the test fails instead of hanging.
-    int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
-    if (w >= 0) ::close(w);
+    UniqueFd writer(::open(fifo.c_str(), O_WRONLY | O_NONBLOCK));  // opened and closed at once
     FAIL() << "load_plugin blocked on a FIFO";
   }
   auto f = pending.get();

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "base/sha256.h"
+#include "base/unique_fd.h"
 #include "fetch/fetch.h"
 #include "fetch/known_packages.h"
 #include "fetch/package_spec.h"
@@ -615,8 +616,7 @@ auto within(std::chrono::seconds limit, const fs::path& fifo, F f) {
   if (result.wait_for(limit) != std::future_status::ready) {
     ADD_FAILURE() << "still blocked on the FIFO " << fifo << " after " << limit.count() << " s";
     for (int i = 0; i < 100 && result.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready; ++i) {
-      const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
-      if (fd >= 0) ::close(fd);
+      UniqueFd writer(::open(fifo.c_str(), O_WRONLY | O_NONBLOCK));  // opened and closed at once
     }
   }
   return result.get();

@@ -138,13 +138,19 @@ TEST(Verify, StampSparesTheRehashAndATamperedFileIsRefused) {
   VerifyOptions o{dir / "stamps", false};
   auto first = verify_candidate(c, o);
   PB_ASSERT_OK(first);
-  EXPECT_TRUE(first->hashed);
+  EXPECT_EQ(first->how, select::Verification::kHashed);
   auto second = verify_candidate(c, o);
   PB_ASSERT_OK(second);
-  EXPECT_FALSE(second->hashed) << "the stamp should vouch for an unchanged file";
+  EXPECT_EQ(second->how, select::Verification::kStampVouched) << "the stamp should vouch for an unchanged file";
   auto forced = verify_candidate(c, VerifyOptions{dir / "stamps", true});
   PB_ASSERT_OK(forced);
-  EXPECT_TRUE(forced->hashed);
+  EXPECT_EQ(forced->how, select::Verification::kHashed);
+  // Without a sha256 there is nothing to hash or stamp: said as such, not as "the stamp vouched".
+  Candidate unchecked = c;
+  unchecked.sha256.reset();
+  auto none = verify_candidate(unchecked, o);
+  PB_ASSERT_OK(none);
+  EXPECT_EQ(none->how, select::Verification::kNoChecksum);
 
   // Same size, one byte changed, new mtime: the stamp no longer matches, the hash refuses it.
   {

@@ -69,10 +69,10 @@ TEST(VerifyLoadTest, InPlaceRewriteWithMtimeRestoredIsHashedAgain) {
   const VerifyOptions o{dir / "stamps", false};
   auto first = select::verify_candidate(c, o);
   PB_ASSERT_OK(first);
-  EXPECT_TRUE(first->hashed);
+  EXPECT_EQ(first->how, select::Verification::kHashed);
   auto second = select::verify_candidate(c, o);
   PB_ASSERT_OK(second);
-  EXPECT_FALSE(second->hashed) << "the stamp vouches for an unchanged file";
+  EXPECT_EQ(second->how, select::Verification::kStampVouched) << "the stamp vouches for an unchanged file";
 
   // The same bytes written again, mtime restored: only ctime tells, and it is enough to hash again.
   let_the_clock_tick();
@@ -80,7 +80,7 @@ TEST(VerifyLoadTest, InPlaceRewriteWithMtimeRestoredIsHashedAgain) {
   rewrite_in_place_keeping_mtime(plugin, original);
   auto same = select::verify_candidate(c, o);
   PB_ASSERT_OK(same);
-  EXPECT_TRUE(same->hashed) << "a stamp without ctime vouched for a rewritten file";
+  EXPECT_EQ(same->how, select::Verification::kHashed) << "a stamp without ctime vouched for a rewritten file";
 
   // Other bytes of the same size, mtime restored: hashed, and refused.
   let_the_clock_tick();

@@ -5,25 +5,19 @@
 
 #include <cerrno>
 #include <cstring>
+#include <span>
+
+#include "base/hex.h"
+#include "base/read_at.h"
 
 namespace plugboard {
 namespace {
 
-std::string hex(uint64_t v) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  do {
-    out.insert(out.begin(), kDigits[v & 0xf]);
-    v >>= 4;
-  } while (v);
-  return "0x" + out;
-}
-
 // [offset, offset + length) as text, without wrapping: "0x40..0x1000" or "0xfff..(past 2^64)".
 std::string range(uint64_t offset, uint64_t length) {
   uint64_t end = 0;
-  if (__builtin_add_overflow(offset, length, &end)) return hex(offset) + " + " + hex(length) + " (past 2^64)";
-  return hex(offset) + ".." + hex(end);
+  if (__builtin_add_overflow(offset, length, &end)) return hex_number(offset) + " + " + hex_number(length) + " (past 2^64)";
+  return hex_number(offset) + ".." + hex_number(end);
 }
 
 }  // namespace
@@ -86,17 +80,9 @@ std::unexpected<Error> ElfFile::out_of_bounds(const std::string& what, uint64_t 
 
 Status ElfFile::read(uint64_t offset, void* out, uint64_t length, const std::string& what) const {
   if (!contains(offset, length)) return out_of_bounds(what, offset, length);
-  auto* p = static_cast<char*>(out);
-  while (length > 0) {
-    const size_t chunk = length > (uint64_t{1} << 30) ? size_t{1} << 30 : static_cast<size_t>(length);
-    const ssize_t n = ::pread(fd_.get(), p, chunk, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return make_error(Code::kDataLoss, "cannot read " + what + " of " + path_.string() + ": " + std::strerror(errno));
-    if (n == 0) return make_error(Code::kDataLoss, path_.string() + " shrank while " + what + " was read");
-    p += n;
-    length -= static_cast<uint64_t>(n);
-    offset += static_cast<uint64_t>(n);
-  }
+  const std::span<std::byte> dst(static_cast<std::byte*>(out), static_cast<size_t>(length));
+  PB_ASSIGN_OR_RETURN(const size_t n, read_at(fd_.get(), dst, offset, "cannot read " + what + " of " + path_.string()));
+  if (n < dst.size()) return make_error(Code::kDataLoss, path_.string() + " shrank while " + what + " was read");
   return ok();
 }
 

@@ -5,18 +5,20 @@
 
 #include <cerrno>
 #include <cstring>
+#include <span>
+
+#include "base/errno_error.h"
+#include "base/read_at.h"
 
 namespace plugboard {
 namespace {
 
-// ELOOP means "the last component is a symlink" only under O_NOFOLLOW; otherwise it is a symlink loop.
-Error errno_error(int err, std::string_view doing, const std::filesystem::path& path, bool no_follow = false) {
-  const Code code = err == ENOENT   ? Code::kNotFound
-                    : err == EACCES ? Code::kPermissionDenied
-                    : err == ELOOP  ? Code::kInvalidArgument
-                                    : Code::kUnknown;
-  std::string reason = err == ELOOP && no_follow ? "is a symbolic link, refused" : std::strerror(err);
-  return Error(code, std::string(doing) + " " + path.string() + ": " + reason);
+// "<doing> <path>: <reason>". ELOOP means "the last component is a symlink" only under O_NOFOLLOW;
+// otherwise it is a symlink loop.
+Error path_error(int err, std::string_view doing, const std::filesystem::path& path, bool no_follow = false) {
+  if (err == ELOOP && no_follow)
+    return Error(Code::kInvalidArgument, std::string(doing) + " " + path.string() + ": is a symbolic link, refused");
+  return errno_error(err, std::string(doing) + " " + path.string()).error();
 }
 
 }  // namespace
@@ -31,7 +33,7 @@ FileIdentity file_identity(const struct stat& st) {
 
 Expected<FileIdentity> file_identity(const std::filesystem::path& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return std::unexpected(errno_error(errno, "cannot stat", path));
+  if (::stat(path.c_str(), &st) != 0) return std::unexpected(path_error(errno, "cannot stat", path));
   return file_identity(st);
 }
 
@@ -53,9 +55,9 @@ Expected<UniqueFd> open_regular_file(const std::filesystem::path& path, OpenOpti
   do {
     fd.reset(::open(path.c_str(), flags));
   } while (!fd && errno == EINTR);
-  if (!fd) return std::unexpected(errno_error(errno, "cannot open", path, options.no_follow));
+  if (!fd) return std::unexpected(path_error(errno, "cannot open", path, options.no_follow));
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return std::unexpected(errno_error(errno, "cannot stat", path));
+  if (::fstat(fd.get(), &st) != 0) return std::unexpected(path_error(errno, "cannot stat", path));
   if (!S_ISREG(st.st_mode)) {
     return make_error(Code::kInvalidArgument,
                       "cannot read " + path.string() + ": it is " + std::string(file_kind(st.st_mode)) +
@@ -68,7 +70,7 @@ Expected<UniqueFd> open_regular_file(const std::filesystem::path& path, OpenOpti
 
 Expected<std::string> read_regular_file(const UniqueFd& fd, const std::filesystem::path& path, size_t max_bytes) {
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return std::unexpected(errno_error(errno, "cannot stat", path));
+  if (::fstat(fd.get(), &st) != 0) return std::unexpected(path_error(errno, "cannot stat", path));
   const auto size = static_cast<uint64_t>(st.st_size);
   if (size > max_bytes) {
     return make_error(Code::kResourceExhausted, "cannot read " + path.string() + ": it is " + std::to_string(size) +
@@ -81,19 +83,11 @@ Expected<std::string> read_regular_file(const UniqueFd& fd, const std::filesyste
     return make_error(Code::kResourceExhausted,
                       "cannot read " + path.string() + ": no memory for " + std::to_string(size) + " bytes");
   }
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::pread(fd.get(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return std::unexpected(errno_error(errno, "cannot read", path));
-    }
-    if (n == 0) {
-      return make_error(Code::kDataLoss, "cannot read " + path.string() + ": it shrank to " + std::to_string(done) +
-                                             " bytes while being read (" + std::to_string(size) + " expected)");
-    }
-    done += static_cast<size_t>(n);
-  }
+  PB_ASSIGN_OR_RETURN(const size_t done, read_at(fd.get(), std::as_writable_bytes(std::span(bytes)), 0,
+                                                 "cannot read " + path.string()));
+  if (done < bytes.size())
+    return make_error(Code::kDataLoss, "cannot read " + path.string() + ": it shrank to " + std::to_string(done) +
+                                           " bytes while being read (" + std::to_string(size) + " expected)");
   return bytes;
 }
 

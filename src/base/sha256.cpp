@@ -10,6 +10,8 @@
 #include <memory>
 #include <vector>
 
+#include "base/hex.h"
+#include "base/read_at.h"
 #include "base/regular_file.h"
 
 namespace plugboard {
@@ -19,16 +21,6 @@ struct MdCtxDeleter {
   void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
 };
 using MdCtx = std::unique_ptr<EVP_MD_CTX, MdCtxDeleter>;
-
-std::string to_hex(const unsigned char* digest, unsigned len) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(len * 2, '0');
-  for (unsigned i = 0; i < len; ++i) {
-    out[2 * i] = kHex[digest[i] >> 4];
-    out[2 * i + 1] = kHex[digest[i] & 0xf];
-  }
-  return out;
-}
 
 MdCtx new_sha256() {
   MdCtx ctx(EVP_MD_CTX_new());
@@ -40,7 +32,7 @@ std::string finish(EVP_MD_CTX* ctx) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned len = 0;
   EVP_DigestFinal_ex(ctx, digest, &len);
-  return to_hex(digest, len);
+  return hex_encode(std::span<const unsigned char>(digest, len));
 }
 
 }  // namespace
@@ -58,16 +50,15 @@ Expected<std::string> sha256_fd(int fd, const std::filesystem::path& path,
   const uint64_t total = ::fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
   MdCtx ctx = new_sha256();
   if (!ctx) return make_error(Code::kInternal, "OpenSSL could not start a SHA-256 digest");
-  std::vector<unsigned char> block(1 << 20);
+  std::vector<std::byte> block(1 << 20);
   uint64_t done = 0;
   for (;;) {
-    const ssize_t n = ::pread(fd, block.data(), block.size(), static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return make_error(Code::kDataLoss, "read error while hashing " + path.string() + ": " + std::strerror(errno));
+    PB_ASSIGN_OR_RETURN(const size_t n, read_at(fd, block, done, "read error while hashing " + path.string()));
     if (n == 0) break;
-    EVP_DigestUpdate(ctx.get(), block.data(), static_cast<size_t>(n));
-    done += static_cast<uint64_t>(n);
+    EVP_DigestUpdate(ctx.get(), block.data(), n);
+    done += n;
     if (progress) progress(done, total);
+    if (n < block.size()) break;  // the end of the file
   }
   return finish(ctx.get());
 }

@@ -3,6 +3,7 @@
 #include <set>
 #include <vector>
 
+#include "base/hex.h"
 #include "base/nesting.h"
 
 namespace plugboard::strict_json {
@@ -61,7 +62,7 @@ Status check_text(std::string_view text, std::string_view where, Text rule) {
     const auto c = static_cast<unsigned char>(text[i]);
     if (c < 0x20 || c == 0x7f) {
       return invalid_argument(std::string(where) + " holds the control character " +
-                              (c == 0 ? std::string("NUL") : "0x" + std::to_string(c / 16) + "0123456789abcdef"[c % 16]) +
+                              (c == 0 ? std::string("NUL") : "0x" + hex_encode(std::span(&c, 1))) +
                               " at byte " + std::to_string(i) + ": refused");
     }
   }

@@ -2,16 +2,10 @@
 
 #include <cstdint>
 
+#include "base/hex.h"
+
 namespace plugboard {
 namespace {
-
-constexpr char kHex[] = "0123456789abcdef";
-
-void hex_byte(std::string& out, unsigned char c) {
-  out += "\\x";
-  out += kHex[c >> 4];
-  out += kHex[c & 0xf];
-}
 
 // The length of the well-formed UTF-8 sequence starting at text[i] (2..4), or 0 when it is not one
 // (overlong forms, surrogates and code points past U+10FFFF included).
@@ -47,7 +41,7 @@ std::string terminal_safe(std::string_view text, Newlines newlines) {
       else if (c == '\t') out += "\\t";
       else if (c == '\r') out += "\\r";
       else if (c == 0x1b) out += "\\e";
-      else if (c < 0x20 || c == 0x7f) hex_byte(out, c);
+      else if (c < 0x20 || c == 0x7f) append_hex_escape(out, c);
       else out += static_cast<char>(c);
       ++i;
       continue;
@@ -55,12 +49,11 @@ std::string terminal_safe(std::string_view text, Newlines newlines) {
     uint32_t cp = 0;
     const size_t n = utf8_length(text, i, cp);
     if (n == 0) {
-      hex_byte(out, c);
+      append_hex_escape(out, c);
       ++i;
     } else if (cp <= 0x9f) {  // a C1 control
-      out += "\\u00";
-      out += kHex[cp >> 4];
-      out += kHex[cp & 0xf];
+      const auto byte = static_cast<unsigned char>(cp);
+      out += "\\u00" + hex_encode(std::span(&byte, 1));
       i += n;
     } else {
       out.append(text.substr(i, n));

@@ -11,7 +11,8 @@
 #include "base/sha256.h"
 #include "fetch/file_lock.h"
 #include "fetch/plugin_member.h"
-#include "fetch/temp_file.h"
+#include "base/atomic_file.h"
+#include "base/temp_dir.h"
 #include "fetch/wheel.h"
 #include "plugin/plugin.h"
 
@@ -20,7 +21,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Copies `from` to `to` through a temp file (a hard link when on the same file system).
+// Copies `from` to `to` through a temp file (a hard link when on the same file system), moved into
+// place durably (base/atomic_file.h).
 Status place_file(const fs::path& from, const fs::path& to) {
   std::error_code ec;
   fs::create_directories(to.parent_path(), ec);
@@ -36,10 +38,9 @@ Status place_file(const fs::path& from, const fs::path& to) {
       return make_error(Code::kPermissionDenied, "cannot copy " + from.string() + " into the bundle: " + ec.message());
     }
   }
-  fs::rename(tmp, to, ec);
-  if (ec) {
+  if (Status moved = move_file_durably(tmp, to); !moved) {
     fs::remove(tmp, ec);
-    return make_error(Code::kPermissionDenied, "cannot write " + to.string() + ": " + ec.message());
+    return std::unexpected(std::move(moved).error().annotate("writing " + to.string() + " into the bundle"));
   }
   return ok();
 }
@@ -138,7 +139,7 @@ void set_companion(TargetEntry& entry, CompanionFile file) {
 // holds for what is about to be written. Errors name the bundle's manifest, not the scratch folder.
 Status check_manifest(const fs::path& dir, const Manifest& manifest) {
   std::error_code ec;
-  PB_ASSIGN_OR_RETURN(fetch::TempDir scratch, fetch::TempDir::create(fs::temp_directory_path(ec), "pb-bundle-check-"));
+  PB_ASSIGN_OR_RETURN(TempDir scratch, TempDir::create(fs::temp_directory_path(ec), "pb-bundle-check-"));
   PB_RETURN_IF_ERROR(write_manifest(scratch.path(), manifest));
   auto read = read_manifest(scratch.path());
   if (read) return ok();
@@ -236,7 +237,7 @@ Expected<Assembled> assemble_locked(const fs::path& dir, const BundlePlan& plan,
     }
     PB_RETURN_IF_ERROR(place_file(t.source, dest));
   }
-  std::vector<std::pair<fetch::TempFile, fs::path>> staged;
+  std::vector<std::pair<AtomicFile, fs::path>> staged;
   for (const WheelPlacement& w : wheel_files) {
     fs::create_directories(w.dest.parent_path(), ec);
     if (ec) return make_error(Code::kPermissionDenied, "cannot create " + w.dest.parent_path().string() + ": " + ec.message());

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 
+#include "base/atomic_file.h"
 #include "base/no_throw.h"
 #include "base/regular_file.h"
 #include "base/sha256.h"
@@ -67,36 +68,37 @@ Expected<CompanionFile> parse_companion(const json& c, const std::filesystem::pa
   return f;
 }
 
-Expected<TargetEntry> parse_target(const json& t, const std::filesystem::path& dir, const std::string& where) {
-  if (!t.is_object()) return bad(dir, where, "must be an object");
-  TargetEntry e;
-  PB_ASSIGN_OR_RETURN(e.name, in_file(dir, sj::get_string(t, "name", where)));
-  if (!is_valid_target_name(e.name))
-    return bad(dir, where + ".name", "'" + e.name.substr(0, 80) + "' is not a valid target name (letters, digits, _ . -; at most 64)");
-  PB_ASSIGN_OR_RETURN(e.platform, in_file(dir, sj::get_string(t, "platform", where)));
-  PB_ASSIGN_OR_RETURN(e.file, get_file(t, dir, where));
-  PB_ASSIGN_OR_RETURN(e.size, get_size(t, dir, where));
-  PB_ASSIGN_OR_RETURN(e.sha256, get_sha256(t, dir, where));
-  PB_ASSIGN_OR_RETURN(e.pjrt_api, in_file(dir, sj::get_optional_string(t, "pjrt_api", where)));
-  if (const json* s = optional_field(t, "stablehlo")) {
-    const std::string sw = where + ".stablehlo";
-    if (!s->is_object()) return bad(dir, sw, "must be an object");
-    PB_ASSIGN_OR_RETURN(e.stablehlo_current, in_file(dir, sj::get_optional_string(*s, "current", sw)));
-    PB_ASSIGN_OR_RETURN(e.stablehlo_minimum, in_file(dir, sj::get_optional_string(*s, "minimum", sw)));
+// "stablehlo": {"current", "minimum"}, both optional.
+Status parse_stablehlo(const json& t, const std::filesystem::path& dir, const std::string& where, TargetEntry& e) {
+  const json* s = optional_field(t, "stablehlo");
+  if (!s) return ok();
+  const std::string sw = where + ".stablehlo";
+  if (!s->is_object()) return bad(dir, sw, "must be an object");
+  PB_ASSIGN_OR_RETURN(e.stablehlo_current, in_file(dir, sj::get_optional_string(*s, "current", sw)));
+  PB_ASSIGN_OR_RETURN(e.stablehlo_minimum, in_file(dir, sj::get_optional_string(*s, "minimum", sw)));
+  return ok();
+}
+
+// "provenance": where the plugin came from (package and version; wheel, its sha256, the member path).
+Status parse_provenance(const json& t, const std::filesystem::path& dir, const std::string& where, TargetEntry& e) {
+  const json* p = optional_field(t, "provenance");
+  if (!p) return ok();
+  const std::string pw = where + ".provenance";
+  if (!p->is_object()) return bad(dir, pw, "must be an object");
+  Provenance pv;
+  PB_ASSIGN_OR_RETURN(pv.package, in_file(dir, sj::get_string(*p, "package", pw)));
+  PB_ASSIGN_OR_RETURN(pv.version, in_file(dir, sj::get_string(*p, "version", pw)));
+  for (auto [key, value] : {std::pair{"wheel", &pv.wheel}, std::pair{"wheel_sha256", &pv.wheel_sha256},
+                            std::pair{"path_in_wheel", &pv.path_in_wheel}}) {
+    PB_ASSIGN_OR_RETURN(auto v, in_file(dir, sj::get_optional_string(*p, key, pw)));
+    *value = v.value_or("");
   }
-  if (const json* p = optional_field(t, "provenance")) {
-    const std::string pw = where + ".provenance";
-    if (!p->is_object()) return bad(dir, pw, "must be an object");
-    Provenance pv;
-    PB_ASSIGN_OR_RETURN(pv.package, in_file(dir, sj::get_string(*p, "package", pw)));
-    PB_ASSIGN_OR_RETURN(pv.version, in_file(dir, sj::get_string(*p, "version", pw)));
-    for (auto [key, value] : {std::pair{"wheel", &pv.wheel}, std::pair{"wheel_sha256", &pv.wheel_sha256},
-                              std::pair{"path_in_wheel", &pv.path_in_wheel}}) {
-      PB_ASSIGN_OR_RETURN(auto v, in_file(dir, sj::get_optional_string(*p, key, pw)));
-      *value = v.value_or("");
-    }
-    e.provenance = std::move(pv);
-  }
+  e.provenance = std::move(pv);
+  return ok();
+}
+
+// What selection uses beyond the file: "create_options", "probe", "priority", all optional.
+Status parse_selection_fields(const json& t, const std::filesystem::path& dir, const std::string& where, TargetEntry& e) {
   if (const json* o = optional_field(t, "create_options")) {
     auto opts = select::create_options_from_json(*o, where + ".create_options");
     if (!opts) return std::unexpected(Error(Code::kInvalidArgument, manifest_path(dir) + ": " + opts.error().message()));
@@ -112,13 +114,36 @@ Expected<TargetEntry> parse_target(const json& t, const std::filesystem::path& d
     PB_ASSIGN_OR_RETURN(int64_t priority, in_file(dir, sj::get_int(t, "priority", where, INT_MIN, INT_MAX)));
     e.priority = static_cast<int>(priority);
   }
-  if (const json* cs = optional_field(t, "companions")) {
-    if (!cs->is_array()) return bad(dir, where + ".companions", "must be a list");
-    for (size_t k = 0; k < cs->size(); ++k) {
-      PB_ASSIGN_OR_RETURN(CompanionFile f, parse_companion((*cs)[k], dir, where + ".companions[" + std::to_string(k) + "]"));
-      e.companions.push_back(std::move(f));
-    }
+  return ok();
+}
+
+// "companions": a list of files the plugin needs beside it.
+Status parse_companions(const json& t, const std::filesystem::path& dir, const std::string& where, TargetEntry& e) {
+  const json* cs = optional_field(t, "companions");
+  if (!cs) return ok();
+  if (!cs->is_array()) return bad(dir, where + ".companions", "must be a list");
+  for (size_t k = 0; k < cs->size(); ++k) {
+    PB_ASSIGN_OR_RETURN(CompanionFile f, parse_companion((*cs)[k], dir, where + ".companions[" + std::to_string(k) + "]"));
+    e.companions.push_back(std::move(f));
   }
+  return ok();
+}
+
+Expected<TargetEntry> parse_target(const json& t, const std::filesystem::path& dir, const std::string& where) {
+  if (!t.is_object()) return bad(dir, where, "must be an object");
+  TargetEntry e;
+  PB_ASSIGN_OR_RETURN(e.name, in_file(dir, sj::get_string(t, "name", where)));
+  if (!is_valid_target_name(e.name))
+    return bad(dir, where + ".name", "'" + e.name.substr(0, 80) + "' is not a valid target name (letters, digits, _ . -; at most 64)");
+  PB_ASSIGN_OR_RETURN(e.platform, in_file(dir, sj::get_string(t, "platform", where)));
+  PB_ASSIGN_OR_RETURN(e.file, get_file(t, dir, where));
+  PB_ASSIGN_OR_RETURN(e.size, get_size(t, dir, where));
+  PB_ASSIGN_OR_RETURN(e.sha256, get_sha256(t, dir, where));
+  PB_ASSIGN_OR_RETURN(e.pjrt_api, in_file(dir, sj::get_optional_string(t, "pjrt_api", where)));
+  PB_RETURN_IF_ERROR(parse_stablehlo(t, dir, where, e));
+  PB_RETURN_IF_ERROR(parse_provenance(t, dir, where, e));
+  PB_RETURN_IF_ERROR(parse_selection_fields(t, dir, where, e));
+  PB_RETURN_IF_ERROR(parse_companions(t, dir, where, e));
   return e;
 }
 
@@ -237,25 +262,13 @@ Status write_manifest(const std::filesystem::path& dir, const Manifest& m) {
     j["targets"].push_back(std::move(t));
   }
   const std::filesystem::path path = dir / kManifestName;
-  const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::string text;
-    try {
-      text = j.dump(2) + "\n";
-    } catch (const nlohmann::json::exception& e) {  // a string that is not UTF-8
-      return invalid_argument("cannot write " + path.string() + ": " + e.what());
-    }
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    if (!out) return make_error(Code::kPermissionDenied, "cannot write " + tmp.string());
+  std::string text;
+  try {
+    text = j.dump(2) + "\n";
+  } catch (const nlohmann::json::exception& e) {  // a string that is not UTF-8
+    return invalid_argument("cannot write " + path.string() + ": " + e.what());
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    return make_error(Code::kPermissionDenied, "cannot write " + path.string() + ": " + ec.message());
-  }
-  return ok();
+  return annotate(write_file_atomically(path, text, 0644), "writing " + path.string());
 }
 
 std::vector<select::Candidate> bundle_candidates(const std::filesystem::path& dir, const Manifest& m) {

@@ -8,7 +8,7 @@
 #include "base/regular_file.h"
 #include "base/sha256.h"
 #include "base/strict_json.h"
-#include "fetch/temp_file.h"
+#include "base/atomic_file.h"
 
 namespace plugboard::fetch {
 namespace {
@@ -95,7 +95,7 @@ Expected<CachedPlugin> Cache::store(ExtractedMember plugin, std::string_view plu
                                  {"plugin_sha256", plugin.sha256},
                                  {"size", plugin.size},
                                  {"mtime_ns", stamp}};
-  PB_ASSIGN_OR_RETURN(TempFile tmp, TempFile::create(root_ / "index"));
+  PB_ASSIGN_OR_RETURN(AtomicFile tmp, AtomicFile::create(root_ / "index"));
   PB_RETURN_IF_ERROR(tmp.write_all(record.dump(2) + "\n"));
   PB_RETURN_IF_ERROR(tmp.commit(index_file(wheel_sha256), 0644));
   return CachedPlugin{std::string(plugin_path), plugin.sha256, plugin.size, file};

@@ -20,7 +20,8 @@
 #include "fetch/pip.h"
 #include "fetch/plugin_member.h"
 #include "fetch/progress.h"
-#include "fetch/temp_file.h"
+#include "base/atomic_file.h"
+#include "base/temp_dir.h"
 #include "fetch/wheel.h"
 
 namespace plugboard::fetch {
@@ -79,9 +80,7 @@ Expected<fs::path> download_wheel(const PackageSpec& spec, const Context& ctx, c
   const std::optional<std::string> pinned = locked ? std::optional<std::string>(locked->wheel_sha256) : std::nullopt;
   PB_ASSIGN_OR_RETURN(fs::path downloaded, pip_download(spec, pinned, ctx.options, tmp.path()));
   const fs::path destination = ctx.cache.wheels_dir() / downloaded.filename();
-  std::error_code ec;
-  fs::rename(downloaded, destination, ec);
-  if (ec) return make_error(Code::kInternal, "cannot move " + downloaded.string() + " to " + destination.string() + ": " + ec.message());
+  PB_RETURN_IF_ERROR(move_file_durably(downloaded, destination));
   return destination;
 }
 

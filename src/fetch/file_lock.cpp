@@ -14,9 +14,10 @@ namespace plugboard::fetch {
 
 Expected<FileLock> FileLock::acquire(const std::filesystem::path& path) {
   for (;;) {
-    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return make_error(Code::kInternal, "cannot open lock file " + path.string() + ": " + std::strerror(errno));
-    FileLock lock(fd);
+    UniqueFd owned(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    if (!owned) return make_error(Code::kInternal, "cannot open lock file " + path.string() + ": " + std::strerror(errno));
+    const int fd = owned.get();
+    FileLock lock(std::move(owned));
     int rc;
     while ((rc = ::flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
     }
@@ -32,10 +33,6 @@ Expected<FileLock> FileLock::acquire(const std::filesystem::path& path) {
       return make_error(Code::kInternal, "cannot check lock file " + path.string() + ": " + std::strerror(errno));
     }
   }
-}
-
-FileLock::~FileLock() {
-  if (fd_ >= 0) ::close(fd_);
 }
 
 }  // namespace plugboard::fetch

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/status.h"
+#include "base/unique_fd.h"
 
 namespace plugboard::fetch {
 
@@ -14,14 +15,14 @@ class FileLock {
   // Creates `path` if needed and blocks until the lock is held.
   static Expected<FileLock> acquire(const std::filesystem::path& path);
 
-  FileLock(FileLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  FileLock(FileLock&& other) noexcept = default;
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
-  ~FileLock();  // unlocks (closing the descriptor releases the lock)
+  ~FileLock() = default;  // unlocks (closing the descriptor releases the lock)
 
  private:
-  explicit FileLock(int fd) : fd_(fd) {}
-  int fd_ = -1;
+  explicit FileLock(UniqueFd fd) : fd_(std::move(fd)) {}
+  UniqueFd fd_;
 };
 
 }  // namespace plugboard::fetch

@@ -3,6 +3,8 @@
 
 #include <openssl/evp.h>
 
+#include "base/hex.h"
+
 namespace plugboard::fetch {
 
 struct Sha256Hasher::State {
@@ -21,16 +23,10 @@ void Sha256Hasher::update(std::span<const std::byte> data) {
 }
 
 std::string Sha256Hasher::hex_digest() {
-  static constexpr char kHex[] = "0123456789abcdef";
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned len = 0;
   if (!state_->ctx || EVP_DigestFinal_ex(state_->ctx, digest, &len) != 1) return {};
-  std::string out(2 * len, '0');
-  for (unsigned i = 0; i < len; ++i) {
-    out[2 * i] = kHex[digest[i] >> 4];
-    out[2 * i + 1] = kHex[digest[i] & 0xf];
-  }
-  return out;
+  return hex_encode(std::span<const unsigned char>(digest, len));
 }
 
 }  // namespace plugboard::fetch

@@ -23,7 +23,7 @@
 #include "base/strict_json.h"
 #include "fetch/fetch.h"
 #include "fetch/package_spec.h"
-#include "fetch/temp_file.h"
+#include "base/atomic_file.h"
 
 namespace plugboard::fetch {
 namespace {
@@ -124,7 +124,7 @@ Status write_lock(const std::filesystem::path& path, const LockFile& lock) {
                                {"plugin_sha256", e.plugin_sha256}});
   }
   const std::filesystem::path dir = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
-  PB_ASSIGN_OR_RETURN(TempFile tmp, TempFile::create(dir, "." + path.filename().string() + ".tmp-"));
+  PB_ASSIGN_OR_RETURN(AtomicFile tmp, AtomicFile::create(dir, "." + path.filename().string() + ".tmp-"));
   PB_RETURN_IF_ERROR(tmp.write_all(doc.dump(2) + "\n"));
   return annotate(tmp.commit(path, 0644), "writing lock file " + path.string());
 }

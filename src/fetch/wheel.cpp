@@ -110,7 +110,7 @@ Status Wheel::read(const WheelMember& member, const Sink& sink, bool progress) c
 Expected<ExtractedMember> Wheel::extract(const WheelMember& member, const std::filesystem::path& dir,
                                          bool progress) const {
   PB_RETURN_IF_ERROR(check_member(member));
-  PB_ASSIGN_OR_RETURN(TempFile out, TempFile::create(dir));
+  PB_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::create(dir));
   Sha256Hasher hasher;
   uint64_t done = 0;
   PB_RETURN_IF_ERROR(read(member, [&](std::span<const std::byte> chunk) -> Status {

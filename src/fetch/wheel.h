@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "fetch/temp_file.h"
+#include "base/atomic_file.h"
 
 struct zip;
 
@@ -38,7 +38,7 @@ struct WheelMember {
 
 // A member written out and synced, not yet in place: commit `file` to keep it.
 struct ExtractedMember {
-  TempFile file;
+  AtomicFile file;
   std::string sha256;
   uint64_t size = 0;
 };

@@ -2,10 +2,10 @@
 
 #include <dlfcn.h>
 
-#include <chrono>
 #include <map>
 #include <mutex>
 
+#include "base/clock.h"
 #include "base/no_throw.h"
 #include "abi/api.h"
 #include "plugin/native_library.h"
@@ -165,86 +165,147 @@ Table& table() {
   return *t;
 }
 
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+// The entry of the file with this identity, made on first sight.
+std::shared_ptr<Entry> entry_for(const FileIdentity& id) {
+  Table& t = table();
+  std::lock_guard lock(t.mu);
+  auto& slot = t.by_file[std::make_pair(id.device, id.inode)];
+  if (!slot) slot = std::make_shared<Entry>();
+  return slot;
+}
+
+// Records that `entry` loaded `handle`; returns the entry that loaded it first when another did.
+std::shared_ptr<Entry> register_handle(void* handle, const std::shared_ptr<Entry>& entry) {
+  Table& t = table();
+  std::lock_guard lock(t.mu);
+  auto [it, inserted] = t.by_handle.emplace(handle, entry);
+  return !inserted && it->second != entry ? it->second : nullptr;
+}
+
+void remember_loaded(const std::shared_ptr<const Plugin>& plugin) {
+  Table& t = table();
+  std::lock_guard lock(t.mu);
+  t.in_order.push_back(plugin);
+}
+
+// Once mapped, the library's constructors have run and dlopen would return the same handle: the
+// outcome is final on every way out, an exception included, so that no later load initializes it
+// a second time (or runs a library that was refused after it was mapped).
+struct FinalOnExit {
+  Entry& entry;
+  const bool& mapped;
+  ~FinalOnExit() {
+    if (mapped && !entry.final) {
+      entry.final = true;
+      entry.plugin = make_error(Code::kInternal, "loading this plugin was interrupted; it is not tried again");
+      entry.failed_step = LoadStep::kLoad;
+    }
+  }
+};
+
+// The trace of a load that an entry had already decided.
+LoadTrace remembered_trace(const Entry& entry) {
+  LoadTrace trace;
+  trace.plugin = entry.plugin;
+  trace.failed_step = entry.failed_step;
+  trace.remembered = true;
+  return trace;
+}
+
+LoadTrace failed_trace(Error error, LoadStep step) {
+  LoadTrace trace;
+  trace.plugin = std::unexpected(std::move(error));
+  trace.failed_step = step;
+  return trace;
+}
+
+// The PJRT_Api a mapped library's GetPjrtApi returns, large enough to hold its version.
+Expected<const PJRT_Api*> get_pjrt_api(void* handle, const std::string& label) {
+  using GetPjrtApiFn = const PJRT_Api* (*)();
+  auto get_api = reinterpret_cast<GetPjrtApiFn>(::dlsym(handle, "GetPjrtApi"));
+  if (!get_api)
+    return make_error(Code::kFailedPrecondition, label + " does not export GetPjrtApi: it is not a PJRT plugin");
+  const PJRT_Api* raw = get_api();
+  if (!raw) return make_error(Code::kFailedPrecondition, "GetPjrtApi of " + label + " returned null");
+  constexpr size_t kVersionEnd = offsetof(PJRT_Api, pjrt_api_version) + sizeof(PJRT_Api_Version);
+  if (raw->struct_size < kVersionEnd)
+    return make_error(Code::kFailedPrecondition,
+                      label + ": PJRT_Api struct_size " + std::to_string(raw->struct_size) +
+                          " is too small to hold its version (needs " + std::to_string(kVersionEnd) + ")");
+  return raw;
+}
+
+Status call_plugin_initialize(const abi::Api& api) {
+  if (!PB_PJRT_HAS(api, PJRT_Plugin_Initialize)) return ok();
+  auto init = PB_PJRT_ARGS(PJRT_Plugin_Initialize_Args);
+  return annotate(PB_PJRT_CALL(api, PJRT_Plugin_Initialize, init), "initializing " + api.label());
+}
+
+// PJRT_Plugin_Attributes, copied out of the plugin's memory (none when the plugin lacks the call).
+Expected<std::vector<NamedValue>> read_attributes(const abi::Api& api) {
+  std::vector<NamedValue> out;
+  if (!PB_PJRT_HAS(api, PJRT_Plugin_Attributes)) return out;
+  const std::string doing = "reading the attributes of " + api.label();
+  auto attrs = PB_PJRT_ARGS(PJRT_Plugin_Attributes_Args);
+  PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Plugin_Attributes, attrs), doing));
+  PB_ASSIGN_OR_RETURN(std::span<const PJRT_NamedValue> list,
+                      annotate(plugin_output::list(api, "PJRT_Plugin_Attributes", "attributes", attrs.attributes,
+                                                   attrs.num_attributes),
+                               doing));
+  for (size_t i = 0; i < list.size(); ++i) {
+    PB_ASSIGN_OR_RETURN(NamedValue v, annotate(copy_named_value(api, list[i], i), doing));
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+// The extension chain; bounded, so a corrupt (cyclic) chain cannot hang the loader.
+Expected<std::vector<ExtensionInfo>> read_extensions(const abi::Api& api) {
+  std::vector<ExtensionInfo> out;
+  const PJRT_Extension_Base* ext = api.raw()->extension_start;
+  for (int n = 0; ext && n < 64; ++n, ext = ext->next) {
+    if (ext->struct_size < sizeof(PJRT_Extension_Base))
+      return std::unexpected(plugin_output::bad_output(
+          api, "GetPjrtApi", "extension " + std::to_string(n) + " with struct_size " + std::to_string(ext->struct_size) +
+                                 " (smaller than PJRT_Extension_Base)"));
+    const int type = abi::enum_value(ext->type);
+    out.push_back({type, ext->struct_size, extension_name(type)});
+  }
+  return out;
 }
 
 }  // namespace
 
 LoadTrace load_plugin_traced(const std::filesystem::path& requested) {
-  LoadTrace trace;
-  auto t0 = Clock::now();
+  const auto t0 = Clock::now();
   // Before dlopen: a regular file, a well-formed ELF shared library for this machine lying wholly
   // inside the file, and (when verified in this process) the very file that was hashed.
   auto inspected = inspect_library(requested, "plugin");
   if (!inspected) {
-    trace.plugin = std::unexpected(std::move(inspected).error());
-    trace.failed_step = LoadStep::kLoad;
+    LoadTrace trace = failed_trace(std::move(inspected).error(), LoadStep::kLoad);
     trace.load_ms = ms_since(t0);
     return trace;
   }
   const InspectedLibrary& lib = *inspected;
 
-  Table& t = table();
-  std::shared_ptr<Entry> entry;
-  {
-    std::lock_guard lock(t.mu);
-    auto& slot = t.by_file[std::make_pair(lib.identity.device, lib.identity.inode)];
-    if (!slot) slot = std::make_shared<Entry>();
-    entry = slot;
-  }
+  const std::shared_ptr<Entry> entry = entry_for(lib.identity);
   std::lock_guard once(entry->mu);
-  if (entry->final) {
-    trace.plugin = entry->plugin;
-    trace.failed_step = entry->failed_step;
-    trace.remembered = true;
-    return trace;
-  }
+  if (entry->final) return remembered_trace(*entry);
 
   std::shared_ptr<Plugin> plugin;
   bool mapped = false;  // dlopen succeeded: from then on the outcome is final for this process
   std::shared_ptr<Entry> same_library;  // set when dlopen returned a library another entry loaded
-  // Once mapped, the library's constructors have run and dlopen would return the same handle: the
-  // outcome is final on every way out, an exception included, so that no later load initializes it
-  // a second time (or runs a library that was refused after it was mapped).
-  struct FinalOnExit {
-    Entry& entry;
-    const bool& mapped;
-    ~FinalOnExit() {
-      if (mapped && !entry.final) {
-        entry.final = true;
-        entry.plugin = make_error(Code::kInternal, "loading this plugin was interrupted; it is not tried again");
-        entry.failed_step = LoadStep::kLoad;
-      }
-    }
-  } final_on_exit{*entry, mapped};
+  FinalOnExit final_on_exit{*entry, mapped};
   auto open = [&]() -> Status {
-    const std::string label = lib.canonical.string();
     // Never dlclose: plugins keep threads and static state that outlive any handle we could track.
     PB_ASSIGN_OR_RETURN(void* handle, dlopen_inspected_library(lib));
     mapped = true;
-    {
-      std::lock_guard lock(t.mu);
-      auto [it, inserted] = t.by_handle.emplace(handle, entry);
-      if (!inserted && it->second != entry) same_library = it->second;
-    }
+    same_library = register_handle(handle, entry);
     // Refused after mapping (the file changed between verification and load): final, never retried.
     PB_RETURN_IF_ERROR(check_loaded_identity(lib, "plugin"));
     if (same_library) return ok();
-    using GetPjrtApiFn = const PJRT_Api* (*)();
-    auto get_api = reinterpret_cast<GetPjrtApiFn>(::dlsym(handle, "GetPjrtApi"));
-    if (!get_api)
-      return make_error(Code::kFailedPrecondition,
-                        label + " does not export GetPjrtApi: it is not a PJRT plugin");
-    const PJRT_Api* raw = get_api();
-    if (!raw) return make_error(Code::kFailedPrecondition, "GetPjrtApi of " + label + " returned null");
-    constexpr size_t kVersionEnd = offsetof(PJRT_Api, pjrt_api_version) + sizeof(PJRT_Api_Version);
-    if (raw->struct_size < kVersionEnd)
-      return make_error(Code::kFailedPrecondition,
-                        label + ": PJRT_Api struct_size " + std::to_string(raw->struct_size) +
-                            " is too small to hold its version (needs " + std::to_string(kVersionEnd) + ")");
-
+    const std::string label = lib.canonical.string();
+    PB_ASSIGN_OR_RETURN(const PJRT_Api* raw, get_pjrt_api(handle, label));
     plugin.reset(new Plugin());
     plugin->path_ = lib.canonical;
     plugin->api_ = std::make_unique<abi::Api>(raw, label);
@@ -252,38 +313,13 @@ LoadTrace load_plugin_traced(const std::filesystem::path& requested) {
     return check_version(*plugin->api_, plugin->version_);
   };
   auto initialize = [&]() -> Status {
-    const abi::Api& api = *plugin->api_;
-    const std::string& label = api.label();
-    if (PB_PJRT_HAS(api, PJRT_Plugin_Initialize)) {
-      auto init = PB_PJRT_ARGS(PJRT_Plugin_Initialize_Args);
-      PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Plugin_Initialize, init), "initializing " + label));
-    }
-    if (PB_PJRT_HAS(api, PJRT_Plugin_Attributes)) {
-      const std::string doing = "reading the attributes of " + label;
-      auto attrs = PB_PJRT_ARGS(PJRT_Plugin_Attributes_Args);
-      PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Plugin_Attributes, attrs), doing));
-      PB_ASSIGN_OR_RETURN(std::span<const PJRT_NamedValue> list,
-                          annotate(plugin_output::list(api, "PJRT_Plugin_Attributes", "attributes", attrs.attributes,
-                                                       attrs.num_attributes),
-                                   doing));
-      for (size_t i = 0; i < list.size(); ++i) {
-        PB_ASSIGN_OR_RETURN(NamedValue v, annotate(copy_named_value(api, list[i], i), doing));
-        plugin->attributes_.push_back(std::move(v));
-      }
-    }
-    // The extension chain; bounded, so a corrupt (cyclic) chain cannot hang the loader.
-    const PJRT_Extension_Base* ext = api.raw()->extension_start;
-    for (int n = 0; ext && n < 64; ++n, ext = ext->next) {
-      if (ext->struct_size < sizeof(PJRT_Extension_Base))
-        return std::unexpected(plugin_output::bad_output(
-            api, "GetPjrtApi", "extension " + std::to_string(n) + " with struct_size " + std::to_string(ext->struct_size) +
-                                   " (smaller than PJRT_Extension_Base)"));
-      const int type = abi::enum_value(ext->type);
-      plugin->extensions_.push_back({type, ext->struct_size, extension_name(type)});
-    }
+    PB_RETURN_IF_ERROR(call_plugin_initialize(*plugin->api_));
+    PB_ASSIGN_OR_RETURN(plugin->attributes_, read_attributes(*plugin->api_));
+    PB_ASSIGN_OR_RETURN(plugin->extensions_, read_extensions(*plugin->api_));
     return ok();
   };
 
+  LoadTrace trace;
   Status opened = open();
   if (opened && same_library) {
     // The library is another entry's: its outcome, once that entry's first load is done. (That
@@ -292,19 +328,16 @@ LoadTrace load_plugin_traced(const std::filesystem::path& requested) {
     entry->final = true;
     entry->plugin = same_library->plugin;
     entry->failed_step = same_library->failed_step;
-    trace.plugin = entry->plugin;
-    trace.failed_step = entry->failed_step;
-    trace.remembered = true;
+    trace = remembered_trace(*entry);
     trace.load_ms = ms_since(t0);
     return trace;
   }
   if (!opened) {
-    trace.plugin = std::unexpected(std::move(opened).error());
-    trace.failed_step = LoadStep::kLoad;
+    trace = failed_trace(std::move(opened).error(), LoadStep::kLoad);
     trace.load_ms = ms_since(t0);
   } else {
     trace.load_ms = ms_since(t0);
-    auto t1 = Clock::now();
+    const auto t1 = Clock::now();
     Status initialized = initialize();
     trace.initialize_ms = ms_since(t1);
     if (!initialized) {
@@ -314,10 +347,7 @@ LoadTrace load_plugin_traced(const std::filesystem::path& requested) {
       trace.plugin = std::shared_ptr<const Plugin>(std::move(plugin));
     }
   }
-  if (trace.plugin) {
-    std::lock_guard lock(t.mu);
-    t.in_order.push_back(*trace.plugin);
-  }
+  if (trace.plugin) remember_loaded(*trace.plugin);
   // A file dlopen could not map (a missing dependency, not an ELF) left nothing behind: it may be tried
   // again once the cause is fixed (e.g. its companion libraries were installed). A mapped one is final.
   if (mapped) {

@@ -1,35 +1,20 @@
 #include "select/isolate.h"
 
-#include "base/self_location.h"
-
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
+#include <optional>
+#include <string_view>
 
+#include "base/clock.h"
 #include "base/environment.h"
-#include "base/unique_fd.h"
+#include "base/self_location.h"
+#include "base/subprocess.h"
 #include "select/isolate_protocol.h"
-
-extern char** environ;
 
 namespace plugboard::select {
 namespace {
-using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxLine = 1 << 20;
-
-Status make_pipe(UniqueFd& read_end, UniqueFd& write_end) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return make_error(Code::kResourceExhausted, std::string("pipe: ") + std::strerror(errno));
-  read_end = UniqueFd(fds[0]);
-  write_end = UniqueFd(fds[1]);
-  return ok();
-}
 
 std::string signal_text(int sig) {
   const char* abbrev = ::sigabbrev_np(sig);
@@ -72,6 +57,78 @@ Expected<std::filesystem::path> find_isolation_helper() {
                                          "; set PLUGBOARD_ISOLATE_HELPER)");
 }
 
+namespace {
+
+// The isolated child's stdout, line by line: its stage reports, kept in `outcome` as they come, and
+// the stage it is in now (and since when) for a report of a child that dies or runs out of time.
+class StageReader {
+ public:
+  StageReader(const Candidate& candidate, StartOutcome& outcome) : candidate_(candidate), outcome_(outcome) {}
+
+  void take(std::string_view chunk) {
+    buffer_.append(chunk);
+    for (size_t nl; (nl = buffer_.find('\n')) != std::string::npos;) {
+      const std::string line = buffer_.substr(0, nl);
+      buffer_.erase(0, nl + 1);
+      take_line(line);
+    }
+    // A line longer than any stage report is not ours (a plugin writing on stdout): dropped.
+    if (buffer_.size() > kMaxLine) buffer_.clear();
+  }
+
+  Stage next() const { return next_; }
+  Clock::time_point stage_start() const { return stage_start_; }
+
+ private:
+  void take_line(const std::string& line) {
+    auto decoded = isolate_protocol::decode_stage(line);
+    if (!decoded) return;  // a plugin that prints on stdout: not ours
+    outcome_.stages.push_back(decoded->stage);
+    if (!decoded->stage.passed) {
+      outcome_.failed_stage = decoded->stage.stage;
+      outcome_.error = decoded->error ? *decoded->error
+                                      : Error(Code::kUnknown, candidate_.path.string() + ": the isolated start-up reported the " +
+                                                                  stage_name(decoded->stage.stage) + " stage failed without a reason");
+    } else if (decoded->stage.stage != Stage::kDevices) {
+      next_ = static_cast<Stage>(static_cast<int>(decoded->stage.stage) + 1);
+    }
+    stage_start_ = Clock::now();
+  }
+
+  const Candidate& candidate_;
+  StartOutcome& outcome_;
+  std::string buffer_;
+  Stage next_ = Stage::kLoaded;  // the stage the child is in
+  Clock::time_point stage_start_ = Clock::now();
+};
+
+// The last 64 KiB (about) of the child's stderr, for last_words.
+void keep_stderr_tail(std::string& err, std::string_view chunk) {
+  err.append(chunk);
+  if (err.size() > 64 * 1024) err.erase(0, err.size() - 16 * 1024);
+}
+
+// Why a child that reported no failure did not finish every stage: it ran out of time, died of a
+// signal, or exited early. nullopt when it finished.
+std::optional<Error> unfinished(const Candidate& candidate, const StartOutcome& outcome, Stage next, bool timed_out,
+                                const ExitStatus& status, const IsolationOptions& options, const std::string& err) {
+  const std::string file = candidate.path.string();
+  if (timed_out)
+    return Error(Code::kDeadlineExceeded, file + ": " + stage_name(next) + " did not finish within " +
+                                              std::to_string(options.timeout.count()) +
+                                              " ms; the isolated start-up was killed" + last_words(err));
+  if (status.signaled())
+    return Error(Code::kAborted, file + ": the isolated start-up died of " + signal_text(status.term_signal()) +
+                                     " during the " + stage_name(next) + " stage" + last_words(err));
+  if (outcome.stages.empty() || outcome.stages.back().stage != Stage::kDevices)
+    return Error(Code::kInternal, file + ": the isolated start-up exited with status " +
+                                      std::to_string(status.exited() ? status.exit_code() : -1) + " during the " +
+                                      stage_name(next) + " stage" + last_words(err));
+  return std::nullopt;
+}
+
+}  // namespace
+
 StartOutcome start_isolated(const Candidate& candidate, const IsolationOptions& options) {
   StartOutcome out;
   auto fail = [&](Stage stage, double ms, Error e) {
@@ -80,100 +137,31 @@ StartOutcome start_isolated(const Candidate& candidate, const IsolationOptions& 
     out.error = std::move(e);
     return std::move(out);
   };
+  const std::string doing = "isolating the start-up of " + candidate.path.string();
   Expected<std::filesystem::path> helper =
       options.helper.empty() ? find_isolation_helper() : Expected<std::filesystem::path>(options.helper);
-  if (!helper) return fail(Stage::kLoaded, 0, Error(helper.error()).annotate("isolating the start-up of " + candidate.path.string()));
+  if (!helper) return fail(Stage::kLoaded, 0, Error(helper.error()).annotate(doing));
 
-  UniqueFd out_r, out_w, err_r, err_w;
-  const std::string doing = "isolating the start-up of " + candidate.path.string();
-  if (auto s = make_pipe(out_r, out_w); !s) return fail(Stage::kLoaded, 0, s.error().annotate(doing));
-  if (auto s = make_pipe(err_r, err_w); !s) return fail(Stage::kLoaded, 0, s.error().annotate(doing));
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out_w.get(), 1);
-  posix_spawn_file_actions_adddup2(&actions, err_w.get(), 2);
-  const std::string helper_path = helper->string();
-  const std::string arg = isolate_protocol::encode_candidate(candidate);
-  char* argv[] = {const_cast<char*>(helper_path.c_str()), const_cast<char*>(arg.c_str()), nullptr};
-  pid_t pid = -1;
   const auto t0 = Clock::now();
-  int rc = ::posix_spawn(&pid, helper_path.c_str(), &actions, nullptr, argv, environ);
-  posix_spawn_file_actions_destroy(&actions);
-  out_w.reset();
-  err_w.reset();
-  if (rc != 0)
-    return fail(Stage::kLoaded, 0, Error(Code::kInternal, "cannot start the isolation helper " + helper_path + ": " + std::strerror(rc)));
+  auto child = Subprocess::spawn(
+      {.argv = {helper->string(), isolate_protocol::encode_candidate(candidate)}, .capture = Capture::kSeparate});
+  if (!child)
+    return fail(Stage::kLoaded, 0,
+                Error(Code::kInternal, "cannot start the isolation helper " + helper->string() + ": " +
+                                           child.error().message()));
 
   // Read both pipes until the child closes them or the time is up.
-  std::string out_buf, err_buf;
-  Stage next = Stage::kLoaded;  // the stage the child is in
-  auto stage_start = Clock::now();
-  bool timed_out = false;
-  bool out_open = true, err_open = true;
-  auto take_lines = [&] {
-    for (size_t nl; (nl = out_buf.find('\n')) != std::string::npos;) {
-      std::string line = out_buf.substr(0, nl);
-      out_buf.erase(0, nl + 1);
-      auto decoded = isolate_protocol::decode_stage(line);
-      if (!decoded) continue;  // a plugin that prints on stdout: not ours
-      out.stages.push_back(decoded->stage);
-      if (!decoded->stage.passed) {
-        out.failed_stage = decoded->stage.stage;
-        out.error = decoded->error ? *decoded->error
-                                   : Error(Code::kUnknown, candidate.path.string() + ": the isolated start-up reported the " +
-                                                               stage_name(decoded->stage.stage) + " stage failed without a reason");
-      } else if (decoded->stage.stage != Stage::kDevices) {
-        next = static_cast<Stage>(static_cast<int>(decoded->stage.stage) + 1);
-      }
-      stage_start = Clock::now();
-    }
-  };
-  while (out_open || err_open) {
-    const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
-    if (elapsed >= options.timeout) {
-      timed_out = true;
-      break;
-    }
-    pollfd fds[2] = {{out_open ? out_r.get() : -1, POLLIN, 0}, {err_open ? err_r.get() : -1, POLLIN, 0}};
-    int n = ::poll(fds, 2, static_cast<int>((options.timeout - elapsed).count()));
-    if (n < 0 && errno == EINTR) continue;
-    char buf[4096];
-    for (int i = 0; i < 2; ++i) {
-      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      ssize_t got = ::read(fds[i].fd, buf, sizeof buf);
-      if (got <= 0) {
-        (i == 0 ? out_open : err_open) = false;
-        continue;
-      }
-      if (i == 0) {
-        out_buf.append(buf, static_cast<size_t>(got));
-        take_lines();
-        // A line longer than any stage report is not ours (a plugin writing on stdout): dropped.
-        if (out_buf.size() > kMaxLine) out_buf.clear();
-      } else {
-        err_buf.append(buf, static_cast<size_t>(got));
-        if (err_buf.size() > 64 * 1024) err_buf.erase(0, err_buf.size() - 16 * 1024);
-      }
-    }
-  }
-  if (timed_out) ::kill(pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - stage_start).count();
+  StageReader reader(candidate, out);
+  std::string err;
+  const bool timed_out = !child->read_until(
+      t0 + options.timeout, [&](std::string_view chunk) { reader.take(chunk); },
+      [&](std::string_view chunk) { keep_stderr_tail(err, chunk); });
+  if (timed_out) child->kill();
+  const ExitStatus status = child->reap();
+  const double ms = ms_since(reader.stage_start());
   if (out.failed_stage) return out;
-  if (timed_out)
-    return fail(next, ms, Error(Code::kDeadlineExceeded, candidate.path.string() + ": " + stage_name(next) +
-                                                          " did not finish within " + std::to_string(options.timeout.count()) +
-                                                          " ms; the isolated start-up was killed" + last_words(err_buf)));
-  if (WIFSIGNALED(status))
-    return fail(next, ms, Error(Code::kAborted, candidate.path.string() + ": the isolated start-up died of " +
-                                                     signal_text(WTERMSIG(status)) + " during the " + stage_name(next) +
-                                                     " stage" + last_words(err_buf)));
-  if (out.stages.empty() || out.stages.back().stage != Stage::kDevices)
-    return fail(next, ms, Error(Code::kInternal, candidate.path.string() + ": the isolated start-up exited with status " +
-                                                      std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
-                                                      " during the " + stage_name(next) + " stage" + last_words(err_buf)));
+  if (auto why = unfinished(candidate, out, reader.next(), timed_out, status, options, err))
+    return fail(reader.next(), ms, std::move(*why));
   return out;
 }
 

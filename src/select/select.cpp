@@ -3,15 +3,13 @@
 #include <chrono>
 #include <sstream>
 
+#include "base/clock.h"
 #include "base/environment.h"
 #include "base/parse_number.h"
 #include "select/policy.h"
 
 namespace plugboard::select {
 namespace {
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
 // A boolean variable: unset keeps `fallback`; anything but the usual spellings is an error.
 Expected<bool> env_flag(const char* name, bool fallback) {
   auto v = environment_override(name);

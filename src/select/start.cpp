@@ -1,13 +1,10 @@
 #include "select/start.h"
 
-#include <chrono>
 #include <map>
 
+#include "base/clock.h"
+
 namespace plugboard::select {
-namespace {
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-}  // namespace
 
 std::string describe_devices(const Client& client) {
   std::map<std::string, int> kinds;

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "base/atomic_file.h"
 #include "base/environment.h"
 #include "base/regular_file.h"
 #include "base/sha256.h"
@@ -43,17 +44,8 @@ void write_stamp(const std::filesystem::path& dir, const std::filesystem::path& 
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   const std::filesystem::path final_path = stamp_path(dir, file);
-  const std::filesystem::path tmp = final_path.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    if (!out) {
-      std::filesystem::remove(tmp, ec);
-      return;  // a stamp that cannot be written only costs a re-hash next time
-    }
-  }
-  std::filesystem::rename(tmp, final_path, ec);
-  if (ec) std::filesystem::remove(tmp, ec);
+  // A stamp that cannot be written only costs a re-hash next time.
+  (void)write_file_atomically(final_path, text, 0644);
 }
 
 }  // namespace
@@ -69,11 +61,14 @@ std::filesystem::path default_stamp_dir() {
 
 namespace {
 
-// One file against its expected size and sha256; the value tells whether it was read in full.
+// How one file was found to have its expected size and sha256.
+enum class FileCheck { kStamp, kHashed };
+
+// One file against its expected size and sha256.
 // The file is opened once (O_NOFOLLOW), its identity taken from that descriptor, and the bytes hashed
 // are that descriptor's: a path swapped meanwhile cannot slip other bytes in. The identity hashed is
 // recorded for the loader (plugin/native_library.h), which refuses the file if it is not that one.
-Expected<bool> verify_file(const std::filesystem::path& path, std::optional<uint64_t> size, const std::string& sha256,
+Expected<FileCheck> verify_file(const std::filesystem::path& path, std::optional<uint64_t> size, const std::string& sha256,
                            const std::string& source, const VerifyOptions& options) {
   PB_ASSIGN_OR_RETURN(UniqueFd fd, open_regular_file(path, OpenOptions{.no_follow = true}));
   struct stat st {};
@@ -86,7 +81,7 @@ Expected<bool> verify_file(const std::filesystem::path& path, std::optional<uint
   const std::string expected_line = stamp_line(id, path, sha256);
   if (!options.rehash && !options.stamp_dir.empty() && read_stamp(stamp_path(options.stamp_dir, path)) == expected_line) {
     record_verified_file(path, id, sha256);
-    return false;
+    return FileCheck::kStamp;
   }
   // The descriptor's bytes, whatever the path now names.
   PB_ASSIGN_OR_RETURN(std::string actual, annotate(sha256_fd(fd.get(), path), "hashing " + path.string()));
@@ -105,7 +100,7 @@ Expected<bool> verify_file(const std::filesystem::path& path, std::optional<uint
   PB_RETURN_IF_ERROR(confirm_same_file(path, id, *now, sha256, "plugin file", "while it was being hashed (replaced)"));
   if (!options.stamp_dir.empty()) write_stamp(options.stamp_dir, path, expected_line);
   record_verified_file(path, id, sha256);
-  return true;
+  return FileCheck::kHashed;
 }
 
 }  // namespace
@@ -113,20 +108,24 @@ Expected<bool> verify_file(const std::filesystem::path& path, std::optional<uint
 Expected<Verified> verify_candidate(const Candidate& candidate, const VerifyOptions& options) {
   if (!candidate.sha256) {
     PB_RETURN_IF_ERROR(file_identity(candidate.path));
-    return Verified{false, "no checksum to verify (from " + candidate.source + ")"};
+    return Verified{Verification::kNoChecksum, "no checksum to verify (from " + candidate.source + ")"};
   }
-  PB_ASSIGN_OR_RETURN(bool hashed, verify_file(candidate.path, candidate.size, *candidate.sha256, candidate.source, options));
+  PB_ASSIGN_OR_RETURN(const FileCheck plugin,
+                      verify_file(candidate.path, candidate.size, *candidate.sha256, candidate.source, options));
+  bool hashed = plugin == FileCheck::kHashed;
   uint64_t bytes = hashed && candidate.size ? *candidate.size : 0;
   for (const ExpectedFile& f : candidate.companions) {
-    PB_ASSIGN_OR_RETURN(bool h, annotate(verify_file(f.path, f.size, f.sha256, candidate.source, options),
-                                         "verifying a companion library of " + candidate.name));
-    if (h) bytes += f.size;
-    hashed = hashed || h;
+    PB_ASSIGN_OR_RETURN(const FileCheck companion, annotate(verify_file(f.path, f.size, f.sha256, candidate.source, options),
+                                                            "verifying a companion library of " + candidate.name));
+    if (companion == FileCheck::kHashed) {
+      bytes += f.size;
+      hashed = true;
+    }
   }
   std::string detail = "sha256 matches";
   if (!candidate.companions.empty()) detail += " (and " + std::to_string(candidate.companions.size()) + " companion files)";
   detail += hashed ? " (hashed " + std::to_string(bytes >> 20) + " MiB)" : " (stamp: same size, mtime, ctime and inode as when hashed)";
-  return Verified{hashed, detail};
+  return Verified{hashed ? Verification::kHashed : Verification::kStampVouched, detail};
 }
 
 }  // namespace plugboard::select

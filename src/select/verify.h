@@ -20,9 +20,16 @@ struct VerifyOptions {
 // The stamp folder by default: $XDG_CACHE_HOME/plugboard/stamps (or ~/.cache/plugboard/stamps).
 std::filesystem::path default_stamp_dir();
 
+// What verification did to accept a candidate.
+enum class Verification {
+  kNoChecksum,    // the candidate names no sha256: only its existence was checked
+  kStampVouched,  // every file matched its stamp (same size, mtime, ctime, inode): nothing was hashed
+  kHashed,        // at least one file (plugin or companion) was hashed, and all matched
+};
+
 struct Verified {
-  bool hashed = false;  // false: the stamp vouched for it, or there was nothing to verify
-  std::string detail;   // "sha256 matches (stamp)", "no checksum to verify (from PJRT_NAMES_AND_LIBRARY_PATHS)"
+  Verification how = Verification::kNoChecksum;
+  std::string detail;  // "sha256 matches (stamp: ...)", "no checksum to verify (from PJRT_NAMES_AND_LIBRARY_PATHS)"
 };
 
 // DATA_LOSS naming the file, the expected and the actual value when the size or sha256 differ, or when

@@ -1,10 +1,7 @@
 #include "callback_processes.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -101,35 +99,6 @@ std::string seconds_text(std::chrono::milliseconds t) {
   return s;
 }
 
-// Waits for `pid` to exit, at most until `deadline`; true when it exited (not yet reaped).
-bool wait_until(pid_t pid, std::chrono::steady_clock::time_point deadline) {
-  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  if (pidfd >= 0) {
-    bool exited = false;
-    for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) break;
-      pollfd p{pidfd, POLLIN, 0};
-      const int rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, 1 << 30)));
-      if (rc > 0) {
-        exited = true;
-        break;
-      }
-      if (rc < 0 && errno != EINTR) break;
-    }
-    ::close(pidfd);
-    if (exited) return true;
-  }
-  // No pidfd (an old kernel), or poll failed: look every few milliseconds.
-  for (auto pause = std::chrono::microseconds(100);; pause = std::min(pause * 2, std::chrono::microseconds(10000))) {
-    siginfo_t info{};
-    if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT | WNOHANG) == 0 && info.si_pid == pid)
-      return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(pause);
-  }
-}
-
 }  // namespace
 
 void install_callback_signal_handlers() {
@@ -178,57 +147,34 @@ CallbackScratch::~CallbackScratch() {
   r.folders.erase(path_.string());
 }
 
-Expected<int> run_process_group(const std::string& what, std::vector<std::string> argv, std::vector<std::string> envp,
-                                std::chrono::milliseconds timeout) {
-  std::vector<char*> args, env;
-  for (auto& s : argv) args.push_back(s.data());
-  args.push_back(nullptr);
-  for (auto& s : envp) env.push_back(s.data());
-  env.push_back(nullptr);
-
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&attr, 0);  // a group of its own, led by the command's shell
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  // Signals plugboard's caller may have ignored (nohup) are the command's default again.
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT}) sigaddset(&defaults, sig);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  // A group that is not the terminal's foreground group is stopped (SIGTTIN) when it reads the
-  // terminal, and would sit there until the timeout: callback commands read nothing.
-  posix_spawn_file_actions_t files;
-  posix_spawn_file_actions_init(&files);
-  posix_spawn_file_actions_addopen(&files, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-
+Expected<ExitStatus> run_process_group(const std::string& what, std::vector<std::string> argv,
+                                       std::vector<std::string> envp, std::chrono::milliseconds timeout) {
+  // A group of its own, led by the command's shell; signals plugboard's caller may have ignored (nohup)
+  // are the command's default again; stdin is /dev/null (a group that is not the terminal's foreground
+  // group is stopped when it reads the terminal, and would sit there until the timeout).
+  SpawnOptions options{.argv = std::move(argv), .env = std::move(envp), .new_process_group = true, .default_signals = true};
   Registry& r = registry();
-  pid_t pid = -1;
-  int rc;
+  std::optional<Subprocess> child;
   {
     // Under the lock: the signal thread either sees the group or stops the spawn.
     std::lock_guard lock(r.mutex);
     if (r.terminating) wait_for_the_end();
-    rc = posix_spawn(&pid, args[0], &files, &attr, args.data(), env.data());
-    if (rc == 0) r.groups.insert(pid);
+    auto spawned = Subprocess::spawn(options);
+    if (!spawned)
+      return make_error(Code::kInternal, what + ": " + spawned.error().message());
+    child.emplace(std::move(*spawned));
+    r.groups.insert(child->pid());
   }
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&files);
-  if (rc != 0) return make_error(Code::kInternal, what + ": cannot start " + argv[0] + ": " + std::strerror(rc));
   // From here on the group exists: nothing of it may outlive the call, whichever way it ends.
-
-  const bool exited = wait_until(pid, std::chrono::steady_clock::now() + timeout);
+  const pid_t group = child->pid();
+  const bool exited = child->wait_until(Clock::now() + timeout);
   // Whether it exited or ran out of time, nothing of its group outlives the call. The leader is not
   // reaped yet, so its pid (the group's id) cannot have been reused.
-  ::kill(-pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  child->kill();
+  const ExitStatus status = child->reap();
   {
     std::lock_guard lock(r.mutex);
-    r.groups.erase(pid);
+    r.groups.erase(group);
     if (r.terminating) wait_for_the_end();
   }
   if (!exited)

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/subprocess.h"
 
 namespace plugboard::cli {
 
@@ -39,9 +40,9 @@ class CallbackScratch {
 };
 
 // Runs argv[0] with `argv` and `envp` in a new process group and waits for it, at most `timeout`.
-// Returns its wait status (as waitpid gives it). DEADLINE_EXCEEDED when the time ran out (the group
-// was killed and the command reaped). Errors start with `what` ("--callback NAME: `COMMAND`").
-Expected<int> run_process_group(const std::string& what, std::vector<std::string> argv, std::vector<std::string> envp,
-                                std::chrono::milliseconds timeout);
+// Returns how it ended. DEADLINE_EXCEEDED when the time ran out (the group was killed and the command
+// reaped). Errors start with `what` ("--callback NAME: `COMMAND`").
+Expected<ExitStatus> run_process_group(const std::string& what, std::vector<std::string> argv,
+                                       std::vector<std::string> envp, std::chrono::milliseconds timeout);
 
 }  // namespace plugboard::cli

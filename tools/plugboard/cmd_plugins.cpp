@@ -5,8 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <chrono>
-
+#include "base/clock.h"
 #include "callback/registry.h"
 #include "base/terminal_text.h"
 #include "commands.h"
@@ -54,9 +53,9 @@ nlohmann::json inspect(const std::string& path, bool& ok) {
   for (const auto& d : (*client)->devices())
     j["devices"].push_back({{"id", d.id}, {"kind", d.kind}, {"local_hardware_id", d.local_hardware_id}, {"description", d.description}});
   // A capability found by trying it: register, compile and run a one-callback program.
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   Status callbacks = check_callbacks(**client);
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double ms = ms_since(t0);
   j["host_callbacks"] = {{"works", callbacks.has_value()}, {"self_test_ms", ms}};
   if (!callbacks) j["host_callbacks"]["error"] = error_json(callbacks.error());
   return j;

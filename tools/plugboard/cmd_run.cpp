@@ -1,4 +1,3 @@
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
@@ -8,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/clock.h"
 #include "base/parse_number.h"
 #include "commands.h"
 #include "json_output.h"
@@ -57,10 +57,6 @@ Status parse_flags(Options& o) {
   return ok();
 }
 
-double ms_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
-}
-
 // The .npy descr cannot tell bf16 from u16 or f8 from u8: the program's parameter type decides.
 std::optional<DType> raw_bits_dtype(const Signature& sig, size_t i) {
   if (!sig.parameters_known || i >= sig.parameters.size()) return std::nullopt;
@@ -69,88 +65,96 @@ std::optional<DType> raw_bits_dtype(const Signature& sig, size_t i) {
   return std::nullopt;
 }
 
-Expected<nlohmann::json> run(const Options& o) {
-  std::shared_ptr<Client> client;
+// The client to run on: the --plugin given, or the target the bundle's boot chooses (--target, else
+// PLUGBOARD_TARGET / PLUGBOARD_TARGETS, else priority).
+Expected<std::shared_ptr<Client>> open_client(const Options& o) {
   if (!o.plugin.empty()) {
     PB_ASSIGN_OR_RETURN(auto loaded, load_plugin(o.plugin));
-    PB_ASSIGN_OR_RETURN(client, Client::create(loaded));
-  } else {
-    // The boot-time choice: --target, else PLUGBOARD_TARGET / PLUGBOARD_TARGETS, else priority.
-    bundle::BootOptions b;
-    if (!o.bundle.empty()) b.discovery.bundle = o.bundle;
-    select::SelectOptions base;
-    if (!o.target.empty()) {
-      base.target = o.target;
-      base.policy_source = "--target";
-    }
-    b.select = select::options_from_environment(base);
-    PB_ASSIGN_OR_RETURN(bundle::Boot booted, bundle::boot(b));
-    PB_RETURN_IF_ERROR(booted.selection.status());
-    client = booted.selection.client;
-    const auto* chosen = booted.selection.report.chosen_report();
-    std::fprintf(stderr, "plugboard: target %s chosen (%s)\n", chosen->candidate.name.c_str(),
-                 booted.selection.report.policy.c_str());
+    return Client::create(loaded);
   }
-  const Plugin* plugin = &client->plugin();
+  bundle::BootOptions b;
+  if (!o.bundle.empty()) b.discovery.bundle = o.bundle;
+  select::SelectOptions base;
+  if (!o.target.empty()) {
+    base.target = o.target;
+    base.policy_source = "--target";
+  }
+  b.select = select::options_from_environment(base);
+  PB_ASSIGN_OR_RETURN(bundle::Boot booted, bundle::boot(b));
+  PB_RETURN_IF_ERROR(booted.selection.status());
+  const auto* chosen = booted.selection.report.chosen_report();
+  std::fprintf(stderr, "plugboard: target %s chosen (%s)\n", chosen->candidate.name.c_str(),
+               booted.selection.report.policy.c_str());
+  return booted.selection.client;
+}
 
-  PB_ASSIGN_OR_RETURN(Program program, Program::from_file(o.program));
-  // Host callbacks: the print hook when the program names it (text and bytecode both hold the target
-  // name as a string), and every --callback. They are registered before compiling.
-  std::shared_ptr<HostCallbacks> callbacks;
-  if (!o.callbacks.empty() || program.bytes().find(kPrintTarget) != std::string::npos) {
-    RunCallbackOptions cb;
-    cb.commands = o.callbacks;
-    cb.timeout_seconds = o.callback_timeout;
-    cb.print_limit = o.print_limit;
-    cb.print_to = o.json ? stderr : stdout;  // --json keeps stdout for the report
-    PB_ASSIGN_OR_RETURN(callbacks, make_run_callbacks(cb));
-    PB_RETURN_IF_ERROR(annotate(declare_callbacks(*client, *callbacks), "host callbacks for " + program.name()));
-  }
-  auto t0 = std::chrono::steady_clock::now();
-  auto compiled = client->compile(program, o.compile);
+// Host callbacks: the print hook when the program names it (text and bytecode both hold the target
+// name as a string), and every --callback, declared to the client (before compiling). Null when the
+// program needs none.
+Expected<std::shared_ptr<HostCallbacks>> bind_callbacks(const Options& o, Client& client, const Program& program) {
+  if (o.callbacks.empty() && program.bytes().find(kPrintTarget) == std::string::npos) return nullptr;
+  RunCallbackOptions cb;
+  cb.commands = o.callbacks;
+  cb.timeout_seconds = o.callback_timeout;
+  cb.print_limit = o.print_limit;
+  cb.print_to = o.json ? stderr : stdout;  // --json keeps stdout for the report
+  PB_ASSIGN_OR_RETURN(std::shared_ptr<HostCallbacks> callbacks, make_run_callbacks(cb));
+  PB_RETURN_IF_ERROR(annotate(declare_callbacks(client, *callbacks), "host callbacks for " + program.name()));
+  return callbacks;
+}
+
+Expected<std::shared_ptr<Executable>> compile_program(Client& client, const Program& program, const Options& o) {
+  auto compiled = client.compile(program, o.compile);
   if (!compiled && compiled.error().message().find("No FFI handler registered for") != std::string::npos)
     compiled.error().annotate("the program calls a host callback `plugboard run` does not bind: give it with "
                               "--callback NAME=COMMAND (or use the print hook, " + std::string(kPrintTarget) + ")");
-  if (!compiled) return std::unexpected(std::move(compiled).error());
-  // Bound by reference: moving the expected into a second one made GCC 12 warn (maybe-uninitialized).
-  const std::shared_ptr<Executable>& exe = *compiled;
-  const double compile_ms = ms_since(t0);
+  return compiled;
+}
 
+// The --input files as device buffers, in parameter order.
+Expected<std::vector<Buffer>> read_inputs(const Options& o, Client& client, const Executable& exe) {
   std::vector<Buffer> inputs;
   for (size_t i = 0; i < o.inputs.size(); ++i) {
-    PB_ASSIGN_OR_RETURN(io::HostArray a, annotate(io::read_npy(o.inputs[i], raw_bits_dtype(exe->signature(), i)),
+    PB_ASSIGN_OR_RETURN(io::HostArray a, annotate(io::read_npy(o.inputs[i], raw_bits_dtype(exe.signature(), i)),
                                                   "input " + std::to_string(i)));
-    PB_ASSIGN_OR_RETURN(Buffer b, annotate(client->buffer_from_host(a.data, a.dtype, a.dims), "input " + o.inputs[i]));
+    PB_ASSIGN_OR_RETURN(Buffer b, annotate(client.buffer_from_host(a.data, a.dtype, a.dims), "input " + o.inputs[i]));
     inputs.push_back(std::move(b));
   }
+  return inputs;
+}
+
+struct Execution {
+  std::vector<Buffer> outputs;
+  uint64_t blocking_calls = 0, ordered_calls = 0;  // with callbacks only
+};
+
+Expected<Execution> execute_program(const Executable& exe, std::vector<Buffer>& inputs,
+                                    const std::shared_ptr<HostCallbacks>& callbacks, const Options& o) {
   std::vector<Buffer*> args;
   for (auto& b : inputs) args.push_back(&b);
   ExecuteOptions exec_options;
   exec_options.donate = o.donate;
-  t0 = std::chrono::steady_clock::now();
-  std::vector<Buffer> outputs;
-  uint64_t blocking_calls = 0, ordered_calls = 0;
-  if (callbacks) {
-    PB_ASSIGN_OR_RETURN(CallbackExecution execution, execute_with_callbacks_async(*exe, args, callbacks, exec_options));
-    PB_RETURN_IF_ERROR(execution.await());
-    outputs = std::move(execution.outputs);
-    blocking_calls = execution.blocking_calls();
-    ordered_calls = execution.ordered_calls();
-  } else {
-    PB_ASSIGN_OR_RETURN(outputs, exe->execute(args, exec_options));
+  Execution out;
+  if (!callbacks) {
+    PB_ASSIGN_OR_RETURN(out.outputs, exe.execute(args, exec_options));
+    return out;
   }
-  const double execute_ms = ms_since(t0);
+  PB_ASSIGN_OR_RETURN(CallbackExecution execution, execute_with_callbacks_async(exe, args, callbacks, exec_options));
+  PB_RETURN_IF_ERROR(execution.await());
+  out.outputs = std::move(execution.outputs);
+  out.blocking_calls = execution.blocking_calls();
+  out.ordered_calls = execution.ordered_calls();
+  return out;
+}
 
-  nlohmann::json report = {{"plugin", plugin->path().string()},   {"platform", client->platform_name()},
-                           {"pjrt_version", plugin->version().to_string()}, {"program", program.name()},
-                           {"format", format_name(program.format())}, {"compile_ms", compile_ms},
-                           {"execute_ms", execute_ms},             {"outputs", nlohmann::json::array()}};
-  if (callbacks) report["callbacks"] = {{"blocking_calls", blocking_calls}, {"ordered_calls", ordered_calls}};
+// Each output's entry in the report, written to --output-dir as outN.npy when given.
+Expected<nlohmann::json> report_outputs(const std::vector<Buffer>& outputs, const Options& o) {
   if (!o.output_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(o.output_dir, ec);
     if (ec) return make_error(Code::kPermissionDenied, "cannot create --output-dir " + o.output_dir + ": " + ec.message());
   }
+  nlohmann::json entries = nlohmann::json::array();
   for (size_t i = 0; i < outputs.size(); ++i) {
     io::HostArray a;
     a.dtype = outputs[i].dtype();
@@ -163,8 +167,36 @@ Expected<nlohmann::json> run(const Options& o) {
       PB_RETURN_IF_ERROR(io::write_npy(path, a));
       out["file"] = path.string();
     }
-    report["outputs"].push_back(out);
+    entries.push_back(out);
   }
+  return entries;
+}
+
+Expected<nlohmann::json> run(const Options& o) {
+  PB_ASSIGN_OR_RETURN(std::shared_ptr<Client> client, open_client(o));
+  const Plugin* plugin = &client->plugin();
+  PB_ASSIGN_OR_RETURN(Program program, Program::from_file(o.program));
+  PB_ASSIGN_OR_RETURN(std::shared_ptr<HostCallbacks> callbacks, bind_callbacks(o, *client, program));
+
+  auto t0 = Clock::now();
+  auto compiled = compile_program(*client, program, o);
+  if (!compiled) return std::unexpected(std::move(compiled).error());
+  // Bound by reference: moving the expected into a second one made GCC 12 warn (maybe-uninitialized).
+  const std::shared_ptr<Executable>& exe = *compiled;
+  const double compile_ms = ms_since(t0);
+
+  PB_ASSIGN_OR_RETURN(std::vector<Buffer> inputs, read_inputs(o, *client, *exe));
+  t0 = Clock::now();
+  PB_ASSIGN_OR_RETURN(Execution execution, execute_program(*exe, inputs, callbacks, o));
+  const double execute_ms = ms_since(t0);
+
+  nlohmann::json report = {{"plugin", plugin->path().string()},   {"platform", client->platform_name()},
+                           {"pjrt_version", plugin->version().to_string()}, {"program", program.name()},
+                           {"format", format_name(program.format())}, {"compile_ms", compile_ms},
+                           {"execute_ms", execute_ms},             {"outputs", nlohmann::json::array()}};
+  if (callbacks)
+    report["callbacks"] = {{"blocking_calls", execution.blocking_calls}, {"ordered_calls", execution.ordered_calls}};
+  PB_ASSIGN_OR_RETURN(report["outputs"], report_outputs(execution.outputs, o));
   return report;
 }
 

@@ -73,10 +73,8 @@ Status run_command(const std::string& name, const std::string& command, std::chr
     if (std::strncmp(*e, "PLUGBOARD_CALLBACK=", 19) != 0) envp.emplace_back(*e);
 
   const std::string what = "--callback " + name + ": `" + command + "`";
-  PB_ASSIGN_OR_RETURN(const int status, run_process_group(what, std::move(argv), std::move(envp), timeout));
-  if (WIFSIGNALED(status)) return make_error(Code::kAborted, what + " was killed by signal " + std::to_string(WTERMSIG(status)));
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return make_error(Code::kAborted, what + " exited with status " + std::to_string(WEXITSTATUS(status)));
+  PB_ASSIGN_OR_RETURN(const ExitStatus status, run_process_group(what, std::move(argv), std::move(envp), timeout));
+  if (!status.success()) return make_error(Code::kAborted, what + " " + status.describe());
   for (size_t i = 0; i < outputs.size(); ++i) {
     auto result = read_result(outputs[i], call.results()[i]);
     if (!result)

@@ -1,32 +1,38 @@
-#include "io/npy.h"
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
+// The .npy header: the descr <-> dtype table, a small reader for the Python dict literal the header
+// holds, its fields, the preamble (magic, version, length) and the layout they declare.
+#include "io/npy_format.h"
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <bit>
-#include <cerrno>
 #include <charconv>
-#include <limits>
 #include <system_error>
-#include <utility>
 
-#include "base/no_throw.h"
-#include "base/regular_file.h"
-#include "base/unique_fd.h"
+#include "base/hex.h"
+#include "io/npy.h"
 
-namespace plugboard::io {
-namespace {
+namespace plugboard::io::npy_format {
 
 // The element bytes are copied as they are, which is only right on a little-endian host.
 static_assert(std::endian::native == std::endian::little, "plugboard's .npy code assumes a little-endian host");
 
-constexpr std::array<char, 6> kMagic = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
-constexpr size_t kAlign = 64;               // numpy aligns the data start to this
-constexpr size_t kGrowthAxisMaxDigits = 21;  // numpy pads the header so shape[0] can grow in place
+std::string single_quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+std::unexpected<Error> npy_error(std::string_view source, Code code, std::string what) {
+  return make_error(code, std::string(source) + ": " + what);
+}
+
+// Python's repr of a tuple of ints: "()", "(5,)", "(2, 3)".
+std::string shape_repr(const std::vector<int64_t>& dims) {
+  std::string out = "(";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(dims[i]);
+  }
+  if (dims.size() == 1) out += ",";
+  return out + ")";
+}
+
+namespace {
 
 // ---- descr <-> dtype ----------------------------------------------------------------------------------
 
@@ -53,11 +59,7 @@ DType storage_dtype(DType t) {
   }
 }
 
-std::string single_quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 
-std::unexpected<Error> npy_error(std::string_view source, Code code, std::string what) {
-  return make_error(code, std::string(source) + ": " + what);
-}
 
 // ---- a small reader for the header's Python dict literal ---------------------------------------------
 
@@ -320,108 +322,7 @@ Expected<DType> resolve_dtype(DType from_descr, std::string_view descr, std::opt
   return npy_error(source, Code::kInvalidArgument, what);
 }
 
-// ---- encoding -------------------------------------------------------------------------------------------
-
-// Python's repr of a tuple of ints: "()", "(5,)", "(2, 3)".
-std::string shape_repr(const std::vector<int64_t>& dims) {
-  std::string out = "(";
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (i > 0) out += ", ";
-    out += std::to_string(dims[i]);
-  }
-  if (dims.size() == 1) out += ",";
-  return out + ")";
-}
-
-void append_le(std::vector<std::byte>& out, uint64_t value, size_t bytes) {
-  for (size_t i = 0; i < bytes; ++i) out.push_back(static_cast<std::byte>((value >> (8 * i)) & 0xFF));
-}
-
-// ---- files ----------------------------------------------------------------------------------------------
-
-Code code_from_errno(int err) {
-  switch (err) {
-    case ENOENT:
-    case ENOTDIR: return Code::kNotFound;
-    case EACCES:
-    case EPERM:
-    case EROFS: return Code::kPermissionDenied;
-    case EEXIST: return Code::kAlreadyExists;
-    case ENOSPC:
-    case EDQUOT:
-    case EMFILE:
-    case ENFILE:
-    case ENOMEM: return Code::kResourceExhausted;
-    case EISDIR:
-    case ENAMETOOLONG:
-    case EINVAL: return Code::kInvalidArgument;
-    default: return Code::kUnknown;
-  }
-}
-
-std::unexpected<Error> errno_error(int err, std::string what, const std::filesystem::path& path) {
-  return make_error(code_from_errno(err), what + " " + path.string() + ": " + std::generic_category().message(err));
-}
-
-// Reads exactly dst.size() bytes at `offset`; DATA_LOSS when the file ends first (it shrank).
-Status pread_exact(const UniqueFd& fd, std::span<std::byte> dst, uint64_t offset, const std::filesystem::path& path) {
-  size_t done = 0;
-  while (done < dst.size()) {
-    const ssize_t n = ::pread(fd.get(), dst.data() + done, dst.size() - done, static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno_error(errno, "cannot read", path);
-    }
-    if (n == 0)
-      return make_error(Code::kDataLoss, "cannot read " + path.string() + ": it ended at byte " +
-                                             std::to_string(offset + done) + " while being read");
-    done += static_cast<size_t>(n);
-  }
-  return ok();
-}
-
-// A name in the target's folder that no other writer (thread or process) picks at the same time.
-std::filesystem::path temp_path_for(const std::filesystem::path& path) {
-  static std::atomic<uint64_t> counter{0};
-  std::string name = "." + path.filename().string() + ".tmp." + std::to_string(::getpid()) + "." +
-                     std::to_string(counter.fetch_add(1));
-  return path.parent_path() / name;
-}
-
-Status write_all(int fd, std::span<const std::byte> bytes, const std::filesystem::path& path, const std::string& what) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno_error(errno, what + " cannot write", path);
-    }
-    bytes = bytes.subspan(static_cast<size_t>(n));
-  }
-  return ok();
-}
-
 }  // namespace
-
-std::string npy_descr(DType t) {
-  const DType storage = storage_dtype(t);
-  const auto* entry = std::ranges::find(kDescrTable, storage, &DescrEntry::type);
-  if (entry == kDescrTable.end()) return "";
-  const size_t size = dtype_size(storage);
-  return std::string(1, size == 1 ? '|' : '<') + entry->kind + std::to_string(size);
-}
-
-namespace {
-
-// Where the header ends and what it declares, read from the first bytes of a file of `file_size` bytes.
-struct Layout {
-  DType dtype = DType::kInvalid;
-  std::vector<int64_t> dims;
-  size_t data_offset = 0;  // preamble + header
-  size_t data_bytes = 0;   // what dtype and dims call for: the file must hold exactly this many after the header
-};
-
-// A header longer than this is refused before it is read (numpy itself refuses 10000 by default).
-constexpr size_t kMaxHeaderBytes = size_t{1} << 20;
 
 // The magic, the version and the header length, from the file's first min(12, file_size) bytes.
 // Returns the preamble's size and the header's length.
@@ -432,12 +333,7 @@ Expected<std::pair<size_t, size_t>> parse_preamble(std::span<const std::byte> fi
   for (size_t i = 0; i < magic_seen; ++i) {
     if (byte_at(i) != static_cast<unsigned char>(kMagic[i])) {
       std::string found;
-      static constexpr char kHex[] = "0123456789abcdef";
-      for (size_t j = 0; j < magic_seen; ++j) {
-        found += "\\x";
-        found += kHex[byte_at(j) >> 4];
-        found += kHex[byte_at(j) & 0xF];
-      }
+      for (size_t j = 0; j < magic_seen; ++j) append_hex_escape(found, byte_at(j));
       return npy_error(source, Code::kInvalidArgument,
                        "not a .npy file: bad magic (expected \\x93NUMPY, found " + found + ")");
     }
@@ -500,116 +396,18 @@ Expected<Layout> parse_layout(std::string_view header_text, size_t data_offset, 
   return layout;
 }
 
-}  // namespace
+}  // namespace plugboard::io::npy_format
 
-Expected<HostArray> parse_npy(std::span<const std::byte> bytes, std::string_view source,
-                              std::optional<DType> expected) {
-  PB_ASSIGN_OR_RETURN(auto preamble, parse_preamble(bytes.first(std::min<size_t>(bytes.size(), 12)), bytes.size(), source));
-  const auto [offset, hlen] = preamble;
-  const std::string_view text(reinterpret_cast<const char*>(bytes.data() + offset), hlen);
-  PB_ASSIGN_OR_RETURN(Layout layout, parse_layout(text, offset + hlen, bytes.size(), source, expected));
-  HostArray array;
-  array.dtype = layout.dtype;
-  array.dims = std::move(layout.dims);
-  const auto data = bytes.subspan(layout.data_offset);
-  array.data.assign(data.begin(), data.end());
-  return array;
-}
+namespace plugboard::io {
 
-Expected<HostArray> read_npy(const std::filesystem::path& path, std::optional<DType> expected) noexcept {
-  return no_throw("reading an .npy file", [&]() -> Expected<HostArray> {
-    // A regular file only (a FIFO, /dev/zero or a directory is refused without reading), and never more
-    // than its header declares: the header is read first, the file's size checked against it, and then
-    // exactly the declared data is read.
-    PB_ASSIGN_OR_RETURN(UniqueFd fd, open_regular_file(path));
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) return errno_error(errno, "cannot stat", path);
-    const auto file_size = static_cast<uint64_t>(st.st_size);
-    const std::string source = path.string();
+using namespace npy_format;
 
-    std::array<std::byte, 12> first{};
-    const size_t first_size = static_cast<size_t>(std::min<uint64_t>(file_size, first.size()));
-    PB_RETURN_IF_ERROR(pread_exact(fd, std::span(first).first(first_size), 0, path));
-    PB_ASSIGN_OR_RETURN(auto preamble, parse_preamble(std::span(first).first(first_size), file_size, source));
-    const auto [offset, hlen] = preamble;
-    std::string text(hlen, '\0');
-    PB_RETURN_IF_ERROR(pread_exact(fd, std::as_writable_bytes(std::span(text)), offset, path));
-    PB_ASSIGN_OR_RETURN(Layout layout, parse_layout(text, offset + hlen, file_size, source, expected));
-    if (layout.data_bytes > kMaxArrayBytes)
-      return npy_error(source, Code::kResourceExhausted,
-                       shape_string(layout.dtype, layout.dims) + " is " + std::to_string(layout.data_bytes) +
-                           " bytes, more than the limit of " + std::to_string(kMaxArrayBytes));
-
-    HostArray array;
-    array.dtype = layout.dtype;
-    array.dims = std::move(layout.dims);
-    try {
-      array.data.resize(layout.data_bytes);
-    } catch (const std::bad_alloc&) {
-      return npy_error(source, Code::kResourceExhausted,
-                       "no memory for the " + std::to_string(layout.data_bytes) + " bytes of data");
-    }
-    PB_RETURN_IF_ERROR(pread_exact(fd, array.data, layout.data_offset, path));
-    return array;
-  });
-}
-
-std::vector<std::byte> encode_npy(const HostArray& array) {
-  std::string header = "{'descr': " + single_quoted(npy_descr(array.dtype)) +
-                       ", 'fortran_order': False, 'shape': " + shape_repr(array.dims) + ", }";
-  // Like numpy: room for shape[0] to grow to its widest without moving the data.
-  if (!array.dims.empty()) {
-    const size_t digits = std::to_string(array.dims[0]).size();
-    if (digits < kGrowthAxisMaxDigits) header.append(kGrowthAxisMaxDigits - digits, ' ');
-  }
-  // numpy pads to the next multiple of 64, a full 64 when already aligned, and ends with '\n'.
-  const auto padded_len = [&](size_t preamble) {
-    const size_t unpadded = preamble + header.size() + 1;
-    return header.size() + 1 + (kAlign - unpadded % kAlign);
-  };
-  size_t hlen = padded_len(10);
-  const bool v2 = hlen > std::numeric_limits<uint16_t>::max();  // numpy switches to 2.0 only then
-  if (v2) hlen = padded_len(12);
-  header.append(hlen - header.size() - 1, ' ');
-  header += '\n';
-
-  std::vector<std::byte> out;
-  out.reserve((v2 ? 12 : 10) + hlen + array.data.size());
-  for (char c : kMagic) out.push_back(static_cast<std::byte>(c));
-  out.push_back(std::byte{v2 ? uint8_t{2} : uint8_t{1}});
-  out.push_back(std::byte{0});
-  append_le(out, hlen, v2 ? 4 : 2);
-  for (char c : header) out.push_back(static_cast<std::byte>(c));
-  out.insert(out.end(), array.data.begin(), array.data.end());
-  return out;
-}
-
-Status write_npy(const std::filesystem::path& path, const HostArray& array) {
-  if (npy_descr(array.dtype).empty())
-    return invalid_argument("cannot write " + path.string() + ": dtype " + dtype_name(array.dtype) +
-                            " has no .npy descr");
-  const auto needed = array.checked_byte_size();
-  if (!needed)
-    return invalid_argument("cannot write " + path.string() + ": invalid shape " + shape_repr(array.dims) + " (" +
-                            needed.error().message() + ")");
-  if (array.data.size() != *needed)
-    return invalid_argument("cannot write " + path.string() + ": " + shape_string(array.dtype, array.dims) +
-                            " needs " + std::to_string(*needed) + " bytes, the array holds " +
-                            std::to_string(array.data.size()));
-
-  const std::vector<std::byte> bytes = encode_npy(array);
-  const std::filesystem::path temp = temp_path_for(path);
-  // Errors name the target, which the caller knows, and the temporary file, which it does not.
-  const std::string what = "writing " + path.string() + " (through " + temp.filename().string() + "):";
-  UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
-  if (!fd) return errno_error(errno, what + " cannot create", temp);
-
-  // From here on, any failure removes the temporary file so nothing partial is left.
-  Status written = write_all(fd.get(), bytes, temp, what);
-  if (written && fd.close_and_report() != 0) written = errno_error(errno, what + " cannot write", temp);
-  if (written && ::rename(temp.c_str(), path.c_str()) != 0) written = errno_error(errno, what + " cannot rename", temp);
-  if (!written) ::unlink(temp.c_str());
-  return written;
+std::string npy_descr(DType t) {
+  const DType storage = storage_dtype(t);
+  const auto* entry = std::ranges::find(kDescrTable, storage, &DescrEntry::type);
+  if (entry == kDescrTable.end()) return "";
+  const size_t size = dtype_size(storage);
+  return std::string(1, size == 1 ? '|' : '<') + entry->kind + std::to_string(size);
 }
 
 }  // namespace plugboard::io
