@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "abi/ffi.h"
-#include "callback/cuda/bridge_sizes.h"
+#include "platforms/cuda/bridge/bridge_sizes.h"
 #include "callback/device_bridge_abi.h"
 #include "callback/execute.h"
 #include "callback/ffi_dispatch.h"

@@ -1,5 +1,6 @@
 // Making host callbacks callable on a client's plugin: each plugin carries its own FFI registry, so a
-// target name is registered once per plugin (platform "Host" on CPU, "CUDA" on the CUDA plugin), and
+// target name is registered once per plugin (under its platform's FFI platform, platforms/registry.h:
+// "Host" on CPU, "CUDA" on the CUDA plugin, with the CUDA device bridge), and
 // plugboard's per-execution user-data type once per plugin. Registrations last as long as the plugin,
 // which is never unloaded. Thread-safe.
 #pragma once
