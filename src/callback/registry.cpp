@@ -143,7 +143,7 @@ Expected<PluginFfi*> plugin_ffi(const Client& client) {
 
 }  // namespace internal
 
-Status check_callbacks(const Client& client) {
+Status self_test_callbacks(const Client& client) {
   PB_ASSIGN_OR_RETURN(internal::PluginFfi * ffi, internal::plugin_ffi(client));
   {
     std::lock_guard lock(g_mutex);
@@ -161,7 +161,7 @@ Status check_callbacks(const Client& client) {
 }
 
 Status declare_callback_target(const Client& client, std::string_view name) {
-  PB_RETURN_IF_ERROR(check_callbacks(client));
+  PB_RETURN_IF_ERROR(self_test_callbacks(client));
   PB_ASSIGN_OR_RETURN(internal::PluginFfi * ffi, internal::plugin_ffi(client));
   std::lock_guard lock(g_mutex);
   return register_target_locked(*ffi, name);

@@ -17,14 +17,18 @@ namespace plugboard {
 // Registers every name `callbacks` binds as a custom-call target on `client`'s plugin; names already
 // registered there by plugboard cost nothing. Must come before compiling the programs that call them
 // (the plugin refuses to compile a call to a target it does not know). The first use on a plugin runs
-// the self-test (see check_callbacks). Errors name the plugin and the target.
+// the self-test (see self_test_callbacks). Errors name the plugin and the target.
 Status declare_callbacks(const Client& client, const HostCallbacks& callbacks) noexcept;
 Status declare_callback_target(const Client& client, std::string_view name);
 
-// Whether host callbacks work on `client`'s plugin: registers, compiles and runs a probe program
-// that calls back once, the first time for each plugin, and remembers the outcome. The error says why
-// (no FFI extension, a registry that ignored the handler, no device bridge for the platform, ...).
-Status check_callbacks(const Client& client);
+// Whether host callbacks work on `client`'s plugin, found by trying: registers a target, compiles and
+// runs a program that calls back once, the first time for each plugin, and remembers the outcome. The
+// error says why (no FFI extension, a registry that ignored the handler, no device bridge for the
+// platform, ...).
+Status self_test_callbacks(const Client& client);
+// The former name, kept only until tests/callback_test.cpp (being rewritten elsewhere) moves to
+// self_test_callbacks; remove it then.
+inline Status check_callbacks(const Client& client) { return self_test_callbacks(client); }
 
 // The FFI platform name plugboard registers under for this client ("Host", "CUDA"), or an error
 // for a platform it has no callback path for.

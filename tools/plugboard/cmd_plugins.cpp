@@ -55,7 +55,7 @@ nlohmann::json inspect(const std::string& path, bool& ok) {
     j["devices"].push_back({{"id", d.id}, {"kind", d.kind}, {"local_hardware_id", d.local_hardware_id}, {"description", d.description}});
   // A capability found by trying it: register, compile and run a one-callback program.
   const auto t0 = std::chrono::steady_clock::now();
-  Status callbacks = check_callbacks(**client);
+  Status callbacks = self_test_callbacks(**client);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   j["host_callbacks"] = {{"works", callbacks.has_value()}, {"self_test_ms", ms}};
   if (!callbacks) j["host_callbacks"]["error"] = error_json(callbacks.error());
