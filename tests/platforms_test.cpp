@@ -6,6 +6,7 @@
 #include <set>
 
 #include "fetch/fetch.h"
+#include "platforms/bridge_file.h"
 #include "platforms/registry.h"
 #include "test_env.h"
 
@@ -84,6 +85,9 @@ TEST(Platforms, CallbackPathsHostOnCpuAndCudaThroughItsBridge) {
   EXPECT_EQ(cuda->callbacks->bridge->variable, "PLUGBOARD_CUDA_BRIDGE");
   EXPECT_EQ(platform_for_ffi("cuda"), cuda);
   EXPECT_EQ(platform_for_ffi("Host"), cpu);
+  EXPECT_EQ(cuda->callbacks->bridge->file_name, device_bridge_file("CUDA").file_name);  // one naming rule
+  EXPECT_EQ(device_bridge_file("ROCM").file_name, "libplugboard_rocm_bridge.so");
+  EXPECT_EQ(device_bridge_file("ROCM").variable, "PLUGBOARD_ROCM_BRIDGE");
   EXPECT_FALSE(find_platform("rocm")->callbacks);
   EXPECT_FALSE(find_platform("tpu")->callbacks);
 }

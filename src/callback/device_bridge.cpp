@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "base/environment.h"
+#include "platforms/bridge_file.h"
 #include "platforms/registry.h"
 #include "plugin/native_library.h"
 
@@ -23,10 +24,12 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-// The bridge file of the platform whose callbacks register under `platform`; null when it has none.
-const platforms::DeviceBridgeFile* bridge_file(std::string_view platform) {
+// The bridge file of the platform whose callbacks register under `platform`; for a platform that has
+// none, the file it would have (so a missing one is named with every place looked in).
+platforms::DeviceBridgeFile bridge_file(std::string_view platform) {
   const platforms::PlatformTraits* p = platforms::platform_for_ffi(platform);
-  return p && p->callbacks->bridge ? &*p->callbacks->bridge : nullptr;
+  if (p && p->callbacks->bridge) return *p->callbacks->bridge;
+  return platforms::device_bridge_file(platform);
 }
 
 std::filesystem::path running_program_folder() {
@@ -37,20 +40,16 @@ std::filesystem::path running_program_folder() {
 
 }  // namespace
 
-std::string device_bridge_file_name(std::string_view platform) {
-  const platforms::DeviceBridgeFile* bridge = bridge_file(platform);
-  return bridge ? bridge->file_name : std::string();
-}
+std::string device_bridge_file_name(std::string_view platform) { return bridge_file(platform).file_name; }
 
 std::vector<std::filesystem::path> device_bridge_search_path(std::string_view platform,
                                                               const std::filesystem::path& plugin_path) {
   std::vector<std::filesystem::path> out;
-  const platforms::DeviceBridgeFile* bridge = bridge_file(platform);
-  if (!bridge) return out;
-  const std::string& file = bridge->file_name;
+  const platforms::DeviceBridgeFile bridge = bridge_file(platform);
+  const std::string& file = bridge.file_name;
   // The bundle's copy (beside its plugin, verified with it as a companion) wins over the variable.
   if (!plugin_path.empty()) out.push_back(plugin_path.parent_path() / file);
-  if (auto env = environment_override(bridge->variable.c_str())) out.emplace_back(*env);
+  if (auto env = environment_override(bridge.variable.c_str())) out.emplace_back(*env);
   if (auto dir = running_program_folder(); !dir.empty()) {
     out.push_back(dir / file);
     out.push_back(dir.parent_path() / "lib" / file);
@@ -65,8 +64,6 @@ Expected<const PbDeviceBridge*> load_device_bridge(std::string_view platform, co
   static std::mutex mutex;
   static std::map<std::filesystem::path, const PbDeviceBridge*> loaded;
   std::lock_guard lock(mutex);
-  if (!bridge_file(platform))
-    return make_error(Code::kNotFound, "platform " + std::string(platform) + " has no device bridge");
   std::string looked;
   for (const auto& candidate : device_bridge_search_path(platform, plugin_path)) {
     std::error_code ec;

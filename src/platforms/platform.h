@@ -31,7 +31,8 @@ struct ProbeResult {
 
 using DeviceProbe = ProbeResult (*)(const ProbeInputs&);
 
-// The vendor-runtime half of host callbacks (callback/device_bridge_abi.h), a shared object of its own.
+// The vendor-runtime half of host callbacks (callback/device_bridge_abi.h), a shared object of its own,
+// named by the rule of bridge_file.h.
 struct DeviceBridgeFile {
   std::string file_name;  // what the build writes, a bundle ships beside the plugin, the runtime looks for
   std::string variable;   // the environment variable that names a bridge file

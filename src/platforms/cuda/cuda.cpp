@@ -3,6 +3,7 @@
 // Host callbacks register under "CUDA" and move operands through the CUDA bridge (bridge/).
 #include "platforms/cuda/cuda.h"
 
+#include "platforms/bridge_file.h"
 #include "platforms/device_nodes.h"
 
 namespace plugboard::platforms {
@@ -28,8 +29,7 @@ PlatformTraits cuda_platform() {
   t.run_probe = probe_cuda;
   t.name_patterns = {"cuda"};
   t.client_platform_names = {"cuda", "gpu"};
-  t.callbacks = CallbackPath{"CUDA", DeviceBridgeFile{"libplugboard_cuda_bridge.so", "PLUGBOARD_CUDA_BRIDGE",
-                                                      "build plugboard with nvcc"}};
+  t.callbacks = CallbackPath{"CUDA", device_bridge_file("CUDA", "build plugboard with nvcc")};
   return t;
 }
 
