@@ -69,7 +69,7 @@ class CallbackTest : public ::testing::TestWithParam<RealPlugin> {
   std::shared_ptr<Client> client_;
 };
 
-TEST_P(CallbackTest, SelfTestPasses) { PB_ASSERT_OK(check_callbacks(*client_)); }
+TEST_P(CallbackTest, SelfTestPasses) { PB_ASSERT_OK(self_test_callbacks(*client_)); }
 
 TEST_P(CallbackTest, BlockingCallbackComputesWhatTheProgramUses) {
   auto receiver = std::make_shared<HostCallbacks>();
@@ -526,7 +526,7 @@ TEST_P(CallbackTest, ACallToANameNeverRegisteredFailsToCompileWithThePluginsMess
   ASSERT_FALSE(exe);
   EXPECT_NE(exe.error().to_string().find("pb_test_never_registered"), std::string::npos) << exe.error().to_string();
   // The client is fine afterwards.
-  PB_ASSERT_OK(check_callbacks(*client_));
+  PB_ASSERT_OK(self_test_callbacks(*client_));
 }
 
 TEST_P(CallbackTest, ANameTheReceiverDoesNotBindOrNoReceiverAtAllFailsTheExecution) {
@@ -578,7 +578,7 @@ TEST(CallbackSupport, APluginWithoutAUsableFfiExtensionIsReportedWithTheReason) 
   for (const auto& [path, message] : cases) {
     auto client = testing::make_client(path);
     ASSERT_TRUE(client) << path;
-    auto st = check_callbacks(*client);
+    auto st = self_test_callbacks(*client);
     ASSERT_FALSE(st) << path;
     EXPECT_NE(st.error().to_string().find(message), std::string::npos) << st.error().to_string();
     EXPECT_NE(st.error().to_string().find(path), std::string::npos) << "names the plugin: " << st.error().to_string();

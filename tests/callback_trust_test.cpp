@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "abi/ffi.h"
-#include "callback/cuda/bridge_sizes.h"
+#include "platforms/cuda/bridge/bridge_sizes.h"
 #include "callback/device_bridge_abi.h"
 #include "callback/execute.h"
 #include "callback/ffi_dispatch.h"
@@ -183,7 +183,7 @@ std::string one_call_program(const std::string& target) {
 TEST(SlotPool, RefusedRegistrationsOnARealPluginDoNotUseUpTheSlots) {
   auto client = testing::make_client(testing::cpu_plugins()[1].path);  // 0.106 checks struct_size
   ASSERT_TRUE(client);
-  PB_ASSERT_OK(check_callbacks(*client));
+  PB_ASSERT_OK(self_test_callbacks(*client));
   auto ffi = internal::plugin_ffi(*client);
   PB_ASSERT_OK(ffi);
   const PB_PJRT_FFI_Extension* real = (*ffi)->extension;
@@ -263,7 +263,7 @@ class FakeBridgeTest : public ::testing::Test {
   void SetUp() override {
     client_ = testing::make_client(testing::cpu_plugins()[0].path);
     ASSERT_TRUE(client_);
-    PB_ASSERT_OK(check_callbacks(*client_));
+    PB_ASSERT_OK(self_test_callbacks(*client_));
     auto ffi = internal::plugin_ffi(*client_);
     PB_ASSERT_OK(ffi);
     // Registered by hand with a slot that goes through the bridge (plugboard would only do that for

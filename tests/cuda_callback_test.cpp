@@ -98,7 +98,7 @@ TEST(CudaCallbacks, BlockingAndOrderedCallbacksOnTheGpu) {
   std::string why;
   auto client = cuda_client(why);
   if (!client) GTEST_SKIP() << "no CUDA client on this machine: " << why;
-  PB_ASSERT_OK(check_callbacks(*client));
+  PB_ASSERT_OK(self_test_callbacks(*client));
   auto receiver = std::make_shared<HostCallbacks>();
   std::vector<int32_t> logged;
   PB_ASSERT_OK(receiver->add_blocking("pb_cuda_scale", [](const BlockingCall& call) -> Status {

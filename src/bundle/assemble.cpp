@@ -14,6 +14,7 @@
 #include "base/atomic_file.h"
 #include "base/temp_dir.h"
 #include "fetch/wheel.h"
+#include "platforms/registry.h"
 #include "plugin/plugin.h"
 
 namespace plugboard::bundle {
@@ -81,7 +82,8 @@ Expected<CheckedTarget> check_target(const TargetSource& t) {
   e.priority = t.priority;
   e.create_options = t.create_options;
   e.provenance = t.provenance;
-  if (t.probe != select::ProbeKind::kTpu) {
+  // A platform never loaded without its device (TPU: platforms/registry.h) is bundled unread.
+  if (const platforms::PlatformTraits* p = platforms::platform_for_probe(t.probe); !p || !p->probe_mandatory) {
     // Loading reads the versions; a plugin that cannot load (ROCm without its runtime) is bundled
     // without them: the dependency stage explains it at boot.
     if (auto plugin = load_plugin(t.file)) {

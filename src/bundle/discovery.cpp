@@ -6,6 +6,7 @@
 #include "base/environment.h"
 #include "base/no_throw.h"
 #include "bundle/manifest.h"
+#include "platforms/registry.h"
 
 namespace plugboard::bundle {
 namespace {
@@ -59,14 +60,14 @@ bool is_regular(const fs::path& p) {
 }  // namespace
 
 void guess_platform(select::Candidate& c) {
-  std::string n = c.name + " " + c.path.filename().string();
-  // ::tolower of a negative char (a byte past 0x7f) is undefined: lower ASCII letters only.
-  std::transform(n.begin(), n.end(), n.begin(), [](char ch) { return ch >= 'A' && ch <= 'Z' ? static_cast<char>(ch - 'A' + 'a') : ch; });
-  if (n.find("cuda") != std::string::npos) c.platform = "cuda", c.probe = select::ProbeKind::kCuda, c.priority = 100;
-  else if (n.find("rocm") != std::string::npos) c.platform = "rocm", c.probe = select::ProbeKind::kRocm, c.priority = 90;
-  else if (n.find("tpu") != std::string::npos) c.platform = "tpu", c.probe = select::ProbeKind::kTpu, c.priority = 110;
-  else if (n.find("cpu") != std::string::npos) c.platform = "cpu", c.probe = select::ProbeKind::kNone, c.priority = 10;
-  else c.platform = "unknown";
+  const platforms::PlatformTraits* p = platforms::platform_named_in(c.name + " " + c.path.filename().string());
+  if (!p) {
+    c.platform = "unknown";
+    return;
+  }
+  c.platform = p->name;
+  c.probe = p->probe;
+  c.priority = p->priority;
 }
 
 std::vector<select::Candidate> candidates_from_plugin_path(const std::string& value, std::vector<std::string>& notes) {

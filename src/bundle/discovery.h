@@ -31,7 +31,8 @@ std::vector<select::Candidate> candidates_from_plugin_path(const std::string& va
 std::vector<select::Candidate> candidates_from_jax_names(const std::string& value, std::vector<std::string>& notes);
 std::vector<select::Candidate> candidates_from_site_packages(const std::filesystem::path& site, std::vector<std::string>& notes);
 
-// What a plugin name or file says about its platform: "cuda13" → cuda (probe cuda), "rocm7" → rocm.
+// What a plugin name or file says about its platform (the name patterns of platforms/registry.h):
+// "cuda13" → cuda, with the platform's probe and priority; "rocm7" → rocm; none → "unknown".
 void guess_platform(select::Candidate& c);
 
 }  // namespace plugboard::bundle

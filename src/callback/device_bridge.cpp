@@ -11,6 +11,8 @@
 
 #include "base/environment.h"
 #include "base/self_location.h"
+#include "platforms/bridge_file.h"
+#include "platforms/registry.h"
 #include "plugin/native_library.h"
 
 namespace plugboard {
@@ -23,23 +25,26 @@ std::string lower(std::string_view s) {
   return out;
 }
 
+// The bridge file of the platform whose callbacks register under `platform`; for a platform that has
+// none, the file it would have (so a missing one is named with every place looked in).
+platforms::DeviceBridgeFile bridge_file(std::string_view platform) {
+  const platforms::PlatformTraits* p = platforms::platform_for_ffi(platform);
+  if (p && p->callbacks->bridge) return *p->callbacks->bridge;
+  return platforms::device_bridge_file(platform);
+}
 
 }  // namespace
 
-std::string device_bridge_file_name(std::string_view platform) { return "libplugboard_" + lower(platform) + "_bridge.so"; }
+std::string device_bridge_file_name(std::string_view platform) { return bridge_file(platform).file_name; }
 
 std::vector<std::filesystem::path> device_bridge_search_path(std::string_view platform,
                                                               const std::filesystem::path& plugin_path) {
   std::vector<std::filesystem::path> out;
-  const std::string var = "PLUGBOARD_" + [&] {
-    std::string u(platform);
-    for (char& c : u) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    return u;
-  }() + "_BRIDGE";
-  const std::string file = device_bridge_file_name(platform);
+  const platforms::DeviceBridgeFile bridge = bridge_file(platform);
+  const std::string& file = bridge.file_name;
   // The bundle's copy (beside its plugin, verified with it as a companion) wins over the variable.
   if (!plugin_path.empty()) out.push_back(plugin_path.parent_path() / file);
-  if (auto env = environment_override(var.c_str())) out.emplace_back(*env);
+  if (auto env = environment_override(bridge.variable.c_str())) out.emplace_back(*env);
   // Installed: beside the executable or in its ../lib, or beside libplugboard.so.
   const std::filesystem::path exe_dir = running_executable_folder();
   if (!exe_dir.empty()) {

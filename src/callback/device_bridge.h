@@ -15,13 +15,16 @@ struct PbDeviceBridge;  // callback/device_bridge_abi.h
 
 namespace plugboard {
 
+// `platform` is an FFI platform ("CUDA"); its bridge's file name and variable are the platform's
+// (platforms/registry.h), or for a platform without a bridge the ones platforms/bridge_file.h gives.
+
 // The file name a bridge for `platform` has: "libplugboard_cuda_bridge.so" for "CUDA".
 std::string device_bridge_file_name(std::string_view platform);
 
 // Where the bridge for `platform` is looked for, in order: the folder of the plugin (a bundle ships it
-// beside its CUDA target, hashed in the manifest as a companion), $PLUGBOARD_CUDA_BRIDGE (a file; read
-// with environment_override, so never in a setuid process), the running program's folder, that
-// folder's ../lib, and the folder this build wrote it to.
+// beside its CUDA target, hashed in the manifest as a companion), the platform's variable
+// ($PLUGBOARD_CUDA_BRIDGE: a file; read with environment_override, so never in a setuid process), the
+// running program's folder, that folder's ../lib, and the folder this build wrote it to.
 std::vector<std::filesystem::path> device_bridge_search_path(std::string_view platform,
                                                               const std::filesystem::path& plugin_path);
 

@@ -1,10 +1,11 @@
 #include "callback/registry.h"
 
-#include <cctype>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "base/no_throw.h"
 #include "abi/ffi.h"
@@ -12,6 +13,7 @@
 #include "callback/execute.h"
 #include "callback/ffi_dispatch.h"
 #include "callback/plugin_ffi.h"
+#include "platforms/registry.h"
 
 namespace plugboard {
 
@@ -22,11 +24,6 @@ constexpr char kSelfTestTarget[] = "plugboard_self_test";
 
 std::mutex g_mutex;  // guards g_plugins and every PluginFfi in it
 std::map<const Plugin*, std::unique_ptr<internal::PluginFfi>> g_plugins;
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 Status register_target_locked(internal::PluginFfi& ffi, std::string_view name) {
   if (ffi.targets.contains(name)) return ok();
@@ -85,14 +82,25 @@ Status run_self_test(const Client& client) {
   return ok();
 }
 
+// The callback path of `client`'s platform (platforms/registry.h), or an error naming the platforms
+// that have one.
+Expected<const platforms::CallbackPath*> callback_path(const Client& client) {
+  const platforms::PlatformTraits* platform = platforms::platform_for_client(client.platform_name());
+  if (platform && platform->callbacks) return &*platform->callbacks;
+  std::vector<std::string> served;
+  for (const platforms::PlatformTraits& p : platforms::platforms())
+    if (p.callbacks) served.push_back(p.name);
+  std::string list;
+  for (size_t i = 0; i < served.size(); ++i) list += (i == 0 ? "" : i + 1 == served.size() ? " and " : ", ") + served[i];
+  return make_error(Code::kUnimplemented, "host callbacks have no path for platform '" + client.platform_name() +
+                                              "' of " + client.plugin().path().string() + " (plugboard serves " + list + ")");
+}
+
 }  // namespace
 
 Expected<std::string> callback_platform(const Client& client) {
-  const std::string p = lower(client.platform_name());
-  if (p == "cpu" || p == "host") return std::string("Host");
-  if (p == "cuda" || p == "gpu") return std::string("CUDA");
-  return make_error(Code::kUnimplemented, "host callbacks have no path for platform '" + client.platform_name() +
-                                              "' of " + client.plugin().path().string() + " (plugboard serves cpu and cuda)");
+  PB_ASSIGN_OR_RETURN(const platforms::CallbackPath* path, callback_path(client));
+  return path->ffi_platform;
 }
 
 namespace internal {
@@ -112,14 +120,15 @@ Expected<PluginFfi*> plugin_ffi(const Client& client) {
   const std::string doing = "setting up host callbacks on " + plugin.path().string();
   auto ffi = std::make_unique<PluginFfi>();
   ffi->plugin = &plugin;
-  PB_ASSIGN_OR_RETURN(ffi->platform, annotate(callback_platform(client), doing));
+  PB_ASSIGN_OR_RETURN(const platforms::CallbackPath* path, annotate(callback_path(client), doing));
+  ffi->platform = path->ffi_platform;
   if (!PB_PJRT_HAS(plugin.api(), PJRT_ExecuteContext_Create))
     return make_error(Code::kUnimplemented, "plugin " + plugin.path().string() + " (PJRT " +
                                                 plugin.version().to_string() +
                                                 ") has no PJRT_ExecuteContext_Create: it cannot pass per-execution "
                                                 "data to host callbacks");
   PB_ASSIGN_OR_RETURN(ffi->extension, annotate(abi::find_ffi_extension(plugin.api()), doing));
-  if (ffi->platform != "Host") {
+  if (path->bridge) {
     PB_ASSIGN_OR_RETURN(ffi->bridge, annotate(load_device_bridge(ffi->platform, plugin.path()), doing));
     char why[512] = {0};
     if (ffi->bridge->available(why, sizeof(why)) != 0)
@@ -134,7 +143,7 @@ Expected<PluginFfi*> plugin_ffi(const Client& client) {
 
 }  // namespace internal
 
-Status check_callbacks(const Client& client) {
+Status self_test_callbacks(const Client& client) {
   PB_ASSIGN_OR_RETURN(internal::PluginFfi * ffi, internal::plugin_ffi(client));
   {
     std::lock_guard lock(g_mutex);
@@ -152,7 +161,7 @@ Status check_callbacks(const Client& client) {
 }
 
 Status declare_callback_target(const Client& client, std::string_view name) {
-  PB_RETURN_IF_ERROR(check_callbacks(client));
+  PB_RETURN_IF_ERROR(self_test_callbacks(client));
   PB_ASSIGN_OR_RETURN(internal::PluginFfi * ffi, internal::plugin_ffi(client));
   std::lock_guard lock(g_mutex);
   return register_target_locked(*ffi, name);

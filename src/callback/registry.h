@@ -1,5 +1,6 @@
 // Making host callbacks callable on a client's plugin: each plugin carries its own FFI registry, so a
-// target name is registered once per plugin (platform "Host" on CPU, "CUDA" on the CUDA plugin), and
+// target name is registered once per plugin (under its platform's FFI platform, platforms/registry.h:
+// "Host" on CPU, "CUDA" on the CUDA plugin, with the CUDA device bridge), and
 // plugboard's per-execution user-data type once per plugin. Registrations last as long as the plugin,
 // which is never unloaded. Thread-safe.
 #pragma once
@@ -17,14 +18,15 @@ namespace plugboard {
 // Registers every name `callbacks` binds as a custom-call target on `client`'s plugin; names already
 // registered there by plugboard cost nothing. Must come before compiling the programs that call them
 // (the plugin refuses to compile a call to a target it does not know). The first use on a plugin runs
-// the self-test (see check_callbacks). Errors name the plugin and the target.
+// the self-test (see self_test_callbacks). Errors name the plugin and the target.
 Status declare_callbacks(const Client& client, const HostCallbacks& callbacks) noexcept;
 Status declare_callback_target(const Client& client, std::string_view name);
 
-// Whether host callbacks work on `client`'s plugin: registers, compiles and runs a probe program
-// that calls back once, the first time for each plugin, and remembers the outcome. The error says why
-// (no FFI extension, a registry that ignored the handler, no device bridge for the platform, ...).
-Status check_callbacks(const Client& client);
+// Whether host callbacks work on `client`'s plugin, found by trying: registers a target, compiles and
+// runs a program that calls back once, the first time for each plugin, and remembers the outcome. The
+// error says why (no FFI extension, a registry that ignored the handler, no device bridge for the
+// platform, ...).
+Status self_test_callbacks(const Client& client);
 
 // The names registered so far as host-callback targets on `client`'s plugin (by declare_callbacks;
 // the self-test's own target left out).

@@ -1,9 +1,12 @@
-// Reads the embedded known_packages.json into KnownPackage entries and looks names up in it.
+// Reads the embedded table of known packages into KnownPackage entries and looks names up in it.
 #include "fetch/known_packages.h"
+
+#include <climits>
 
 #include <nlohmann/json.hpp>
 
 #include "fetch/package_spec.h"
+#include "platforms/registry.h"
 
 namespace plugboard::fetch {
 
@@ -39,11 +42,23 @@ Expected<std::vector<KnownPackage>> parse_known_packages(std::string_view json_t
     PB_ASSIGN_OR_RETURN(k.package, string_field(p, where, "package"));
     PB_ASSIGN_OR_RETURN(k.plugin_path, string_field(p, where, "plugin_path"));
     PB_ASSIGN_OR_RETURN(k.platform, string_field(p, where, "platform"));
-    PB_ASSIGN_OR_RETURN(k.probe, string_field(p, where, "probe"));
+    const platforms::PlatformTraits* platform = platforms::find_platform(k.platform);
+    if (!platform) return invalid_argument(where + ".platform: \"" + k.platform + "\" is not a platform plugboard knows");
+    // The probe and the priority are the platform's unless the entry says otherwise.
+    k.probe = platforms::probe_kind_name(platform->probe);
+    if (p.contains("probe")) {
+      PB_ASSIGN_OR_RETURN(k.probe, string_field(p, where, "probe"));
+      if (auto kind = platforms::parse_probe_kind(k.probe); !kind)
+        return invalid_argument(where + ".probe: " + kind.error().message());
+    }
+    k.priority = platform->priority;
+    if (p.contains("priority")) {
+      const nlohmann::json& priority = p["priority"];
+      if (!priority.is_number_integer() || priority.get<int64_t>() < INT_MIN || priority.get<int64_t>() > INT_MAX)
+        return invalid_argument(where + ".priority: not an integer");
+      k.priority = priority.get<int>();
+    }
     PB_ASSIGN_OR_RETURN(k.companions_note, string_field(p, where, "companions"));
-    if (!p.contains("priority") || !p["priority"].is_number_integer())
-      return invalid_argument(where + ".priority: missing or not an integer");
-    k.priority = p["priority"].get<int>();
     if (k.package != normalize_package_name(k.package))
       return invalid_argument(where + ".package: \"" + k.package + "\" is not PEP 503 normalized");
     out.push_back(std::move(k));

@@ -4,6 +4,7 @@
 
 #include "base/no_throw.h"
 #include "abi/api.h"
+#include "platforms/registry.h"
 #include "plugin/plugin_output.h"
 #include "runtime/executable_internal.h"
 
@@ -176,7 +177,9 @@ Expected<Buffer> Client::buffer_from_host_adopt(std::span<const std::byte> data,
                                                 HostMemory memory, DType dtype, std::span<const int64_t> dims,
                                                 int device_index) const noexcept {
   return no_throw("adopting host memory", [&]() -> Expected<Buffer> {
-    const bool zero_copy = platform_name_ == "cpu" && reinterpret_cast<uintptr_t>(data.data()) % 64 == 0;
+    const platforms::PlatformTraits* platform = platforms::platform_for_client(platform_name_);
+    const bool zero_copy = platform && platform->buffers_in_host_memory &&
+                           reinterpret_cast<uintptr_t>(data.data()) % 64 == 0;
     const bool immutable = memory == HostMemory::kImmutable;
     const int semantics = !zero_copy  ? PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes
                           : immutable ? PJRT_HostBufferSemantics_kImmutableZeroCopy

@@ -10,14 +10,16 @@
 #include <vector>
 
 #include "base/status.h"
+#include "platforms/registry.h"
 #include "plugin/plugin.h"
 
 namespace plugboard::select {
 
-// Which device probe rules a candidate in or out before it is loaded (see probe.h).
-enum class ProbeKind { kNone, kCuda, kRocm, kTpu };
-std::string probe_kind_name(ProbeKind kind);  // "none", "cuda", "rocm", "tpu"
-Expected<ProbeKind> parse_probe_kind(std::string_view name);
+// Which device probe rules a candidate in or out before it is loaded (see probe.h): one platform's
+// (platforms/registry.h), named as the platform is ("none", "cuda", "rocm", "tpu").
+using platforms::ProbeKind;
+using platforms::parse_probe_kind;
+using platforms::probe_kind_name;
 
 // A file the candidate needs besides its plugin (a companion library), verified like the plugin.
 struct ExpectedFile {
@@ -28,7 +30,7 @@ struct ExpectedFile {
 
 struct Candidate {
   std::string name;      // the target's name: "cpu", "cuda13", "rocm7"
-  std::string platform;  // "cpu", "cuda", "rocm", "tpu", "unknown"
+  std::string platform;  // a platform's name (platforms/registry.h: "cpu", "cuda", ...) or "unknown"
   std::string source;    // where discovery found it: "bundle /opt/app/plugins", "PJRT_NAMES_AND_LIBRARY_PATHS"
   std::filesystem::path path;
   std::optional<uint64_t> size;       // expected size and sha256; unset: nothing to verify against

@@ -1,16 +1,17 @@
 // Device probes: cheap checks, made without loading a plugin, that rule a target out on a machine that
-// cannot run it — so a 400 MB CUDA plugin is never mapped on a machine without a GPU. A probe looks only
-// at the environment (CUDA_VISIBLE_DEVICES="" and the like), device nodes (/dev/nvidia*, /dev/kfd,
-// /dev/dri/renderD*, /dev/accel*, /dev/vfio) and whether the driver library can be resolved
-// (libcuda.so.1). It errs on the side of "available": the later stages still have the last word.
+// cannot run it — so a 400 MB CUDA plugin is never mapped on a machine without a GPU. Each platform's
+// probe lives in its folder (src/platforms/<platform>/); this is where selection runs them, on the
+// process's environment or a test's. A probe looks only at the environment (CUDA_VISIBLE_DEVICES=""
+// and the like), device nodes and whether a driver library can be resolved. It errs on the side of
+// "available": the later stages still have the last word.
 #pragma once
 
 #include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
-#include <vector>
 
+#include "platforms/platform.h"
 #include "select/candidate.h"
 #include "select/elf_dependencies.h"
 
@@ -24,10 +25,7 @@ struct ProbeEnvironment {
   static ProbeEnvironment from_process();
 };
 
-struct ProbeResult {
-  bool available = true;
-  std::string reason;  // why not, naming the variable, node or library; or what was found
-};
+using platforms::ProbeResult;
 
 ProbeResult probe(ProbeKind kind, const ProbeEnvironment& env);
 

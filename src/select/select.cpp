@@ -6,6 +6,7 @@
 #include "base/clock.h"
 #include "base/environment.h"
 #include "base/parse_number.h"
+#include "platforms/registry.h"
 #include "select/policy.h"
 
 namespace plugboard::select {
@@ -69,7 +70,8 @@ bool check_before_loading(CandidateReport& r, const SelectOptions& options) {
   if (!options.probes && !probe_is_mandatory(c)) {
     r.stages.push_back({Stage::kProbed, true, 0, "probes off"});
   } else {
-    const std::string kept = options.probes ? "" : " (kept with probes off: a TPU target is never loaded without its probe)";
+    const std::string kept =
+        options.probes ? "" : " (kept with probes off: a " + probe_kind_name(kind) + " target is never loaded without its probe)";
     ProbeResult p = probe(kind, options.probe_env);
     if (!p.available)
       return fail(Stage::kProbed, ms_since(t0),
@@ -137,11 +139,15 @@ SelectOptions options_from_environment(SelectOptions base) {
   return base;
 }
 
-bool probe_is_mandatory(const Candidate& c) { return effective_probe(c) == ProbeKind::kTpu; }
+bool probe_is_mandatory(const Candidate& c) {
+  const platforms::PlatformTraits* p = platforms::platform_for_probe(effective_probe(c));
+  return p && p->probe_mandatory;
+}
 
 ProbeKind effective_probe(const Candidate& c) {
-  if (c.probe == ProbeKind::kNone && c.platform == "tpu") return ProbeKind::kTpu;
-  return c.probe;
+  if (c.probe != ProbeKind::kNone) return c.probe;
+  const platforms::PlatformTraits* p = platforms::find_platform(c.platform);
+  return p && p->probe_mandatory ? p->probe : ProbeKind::kNone;
 }
 
 Status Selection::status() const {

@@ -54,10 +54,11 @@ Expected<SelectOptions> read_environment(SelectOptions base = {});
 // The same, for callers that hand the options on: an error is kept in `problem`, and fails the boot.
 SelectOptions options_from_environment(SelectOptions base = {});
 
-// Whether a candidate must pass its device probe even with probes off: a TPU target is never loaded
-// without one (libtpu's start-up reaches for cloud metadata and can hang on a machine without a TPU).
+// Whether a candidate must pass its device probe even with probes off: a platform whose traits say
+// so (platforms/registry.h: TPU, whose libtpu start-up reaches for cloud metadata and can hang on a
+// machine without a TPU) is never loaded without one.
 bool probe_is_mandatory(const Candidate& candidate);
-// The probe a candidate gets: its own, or the TPU probe for a TPU platform that names none.
+// The probe a candidate gets: its own, or its platform's mandatory probe when it names none.
 ProbeKind effective_probe(const Candidate& candidate);
 
 struct Selection {

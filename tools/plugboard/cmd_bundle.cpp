@@ -10,6 +10,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "callback/device_bridge.h"
 #include "commands.h"
 #include "fetch/fetch.h"
+#include "platforms/registry.h"
 
 namespace plugboard::cli {
 namespace {
@@ -167,7 +169,9 @@ Expected<bundle::Assembled> run(const Options& o, const Request& r) {
     }
     if (t.probe) {
       s.probe = *t.probe;
-      if (s.probe == select::ProbeKind::kTpu) s.platform = "tpu";
+      // A probe that is mandatory for its platform (TPU) says what the target is.
+      if (const platforms::PlatformTraits* p = platforms::platform_for_probe(s.probe); p && p->probe_mandatory)
+        s.platform = p->name;
     }
     if (t.priority) s.priority = *t.priority;
     s.create_options = t.create_options;
@@ -178,16 +182,31 @@ Expected<bundle::Assembled> run(const Options& o, const Request& r) {
     PB_ASSIGN_OR_RETURN(fetch::FetchedWheel w, annotate(fetch::fetch_wheel(spec, fo), "--companion " + target + "=" + spec.to_string()));
     plan.companion_wheels.push_back({target, w.wheel, spec.to_string() + " (wheel sha256 " + w.wheel_sha256 + ")"});
   }
-  // A CUDA target carries plugboard's CUDA callback bridge beside its plugin, where host callbacks
-  // look for it; nothing else in the bundle (or in plugboard) needs CUDA.
+  // A target of a platform whose host callbacks need a device bridge (CUDA) carries plugboard's bridge
+  // beside its plugin, where host callbacks look for it; nothing else in the bundle (or in plugboard)
+  // needs the vendor's runtime. These are the plan's only companion files.
   if (!o.no_bridge) {
-    for (const auto& p : device_bridge_search_path("CUDA", {}))
-      if (std::error_code ec; std::filesystem::is_regular_file(p, ec)) {
-        plan.companion_files.push_back({"", "cuda", p, "plugboard " PLUGBOARD_VERSION " CUDA callback bridge"});
-        break;
-      }
+    for (const platforms::PlatformTraits& platform : platforms::platforms()) {
+      if (!platform.callbacks || !platform.callbacks->bridge) continue;
+      const std::string& ffi = platform.callbacks->ffi_platform;
+      for (const auto& p : device_bridge_search_path(ffi, {}))
+        if (std::error_code ec; std::filesystem::is_regular_file(p, ec)) {
+          plan.companion_files.push_back({"", platform.name, p, "plugboard " PLUGBOARD_VERSION " " + ffi + " callback bridge"});
+          break;
+        }
+    }
   }
   return bundle::assemble_bundle(o.out, plan);
+}
+
+// Whether this run placed a companion file (a device bridge) with `target`.
+bool shipped_a_companion_file(const bundle::Assembled& a, const std::string& target) {
+  for (const std::string& names : a.companion_file_targets) {
+    std::stringstream in(names);
+    for (std::string name; std::getline(in, name, ',');)
+      if (name == target) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -221,14 +240,15 @@ Command add_bundle_command(CLI::App& app) {
               std::printf("companion %s: %zu librar%s for target %s\n", request->companions[i].second.to_string().c_str(), n,
                           n == 1 ? "y" : "ies", request->companions[i].first.c_str());
             }
-            const bool bridge = !a->companion_file_targets.empty() && !a->companion_file_targets[0].empty();
             for (const auto& t : a->manifest.targets) {
-              if (o->no_bridge || t.platform != "cuda") continue;
-              if (bridge)
-                std::printf("callback bridge %s shipped with target %s\n", device_bridge_file_name("CUDA").c_str(), t.name.c_str());
+              const platforms::PlatformTraits* platform = platforms::find_platform(t.platform);
+              if (o->no_bridge || !platform || !platform->callbacks || !platform->callbacks->bridge) continue;
+              const platforms::DeviceBridgeFile& bridge = *platform->callbacks->bridge;
+              if (shipped_a_companion_file(*a, t.name))
+                std::printf("callback bridge %s shipped with target %s\n", bridge.file_name.c_str(), t.name.c_str());
               else
                 std::fprintf(stderr, "plugboard: warning: no %s to ship with target %s: host callbacks on it will need "
-                             "PLUGBOARD_CUDA_BRIDGE (build plugboard with nvcc)\n", device_bridge_file_name("CUDA").c_str(), t.name.c_str());
+                             "%s (%s)\n", bridge.file_name.c_str(), t.name.c_str(), bridge.variable.c_str(), bridge.build_hint.c_str());
             }
             std::printf("bundle %s: %zu target(s)\n", o->out.c_str(), a->manifest.targets.size());
             for (const auto& t : a->manifest.targets)

@@ -54,7 +54,7 @@ nlohmann::json inspect(const std::string& path, bool& ok) {
     j["devices"].push_back({{"id", d.id}, {"kind", d.kind}, {"local_hardware_id", d.local_hardware_id}, {"description", d.description}});
   // A capability found by trying it: register, compile and run a one-callback program.
   const auto t0 = Clock::now();
-  Status callbacks = check_callbacks(**client);
+  Status callbacks = self_test_callbacks(**client);
   const double ms = ms_since(t0);
   j["host_callbacks"] = {{"works", callbacks.has_value()}, {"self_test_ms", ms}};
   if (!callbacks) j["host_callbacks"]["error"] = error_json(callbacks.error());

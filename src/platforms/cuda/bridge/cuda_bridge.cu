@@ -1,4 +1,4 @@
-// The CUDA half of host callbacks (see ../device_bridge_abi.h): operands come off the device on the
+// The CUDA half of host callbacks (see callback/device_bridge_abi.h): operands come off the device on the
 // stream the CUDA plugin hands the FFI handler, results go back on it. Built with nvcc against the
 // CUDA runtime (linked statically, so the only CUDA library it needs at run time is the driver's
 // libcuda.so.1, which the CUDA plugin needs too). plugboard loads it only for a CUDA client.
@@ -16,7 +16,7 @@
 #include <new>
 #include <vector>
 
-#include "callback/cuda/bridge_sizes.h"
+#include "platforms/cuda/bridge/bridge_sizes.h"
 #include "callback/device_bridge_abi.h"
 
 namespace {

@@ -1,0 +1,10 @@
+// The TPU platform (see platforms/platform.h): its traits, registered in platforms/registry.cpp.
+#pragma once
+
+#include "platforms/platform.h"
+
+namespace plugboard::platforms {
+
+PlatformTraits tpu_platform();
+
+}  // namespace plugboard::platforms
