@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# ThreadSanitizer run of plugboard's threaded code: the ordered-delivery queue on its own, the
+# ThreadSanitizer run of plugboard's threaded code: the ordered-delivery queue and the shared
+# delivery pool on their own, the embedding API (completions on delivery threads, compile_async, a
+# thousand receivers, executions dropped unfinished from another thread), the
 # callback tests that run one program from two threads with two receivers (on the real CPU plugins,
 # which are not instrumented: TSan sees plugboard's side of every race, not the plugin's), concurrent
 # fetches and bundle assemblies, plugin loads racing a hanging PJRT_Plugin_Initialize, and the CLI's
@@ -17,11 +19,12 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
     -DCMAKE_C_FLAGS=-fsanitize=thread -DCMAKE_CXX_FLAGS=-fsanitize=thread \
     -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread
 fi
-cmake --build "$build" --target ordered_delivery_test callback_test fetch_test plugin_test bundle_test plugboard \
+cmake --build "$build" --target ordered_delivery_test callback_test facade_test fetch_test plugin_test bundle_test plugboard \
   --parallel "$(nproc)"
 export TSAN_OPTIONS="halt_on_error=1:ignore_noninstrumented_modules=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp"
 "$build/tests/ordered_delivery_test"
 "$build/tests/callback_test" --gtest_filter='*TwoThreads*:*Ordered*:*DoesNotWait*:*Token*'
+"$build/tests/facade_test" --gtest_filter='-FacadeNoThrow.*'
 "$build/tests/fetch_test" --gtest_filter='Concurrency.*'
 "$build/tests/plugin_test" --gtest_filter='FaultPluginTest.HangingInitialize*:FaultPluginTest.ConcurrentLoads*'
 "$build/tests/bundle_test" --gtest_filter='Assemble.Concurrent*'

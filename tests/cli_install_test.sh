@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The installed tree, as a user gets it from `cmake --install BUILD --prefix P`: a consumer program
+# built against it with find_package(plugboard) and with pkg-config runs on the CPU plugin (booting
+# with isolation, so the helper must be found from the installed library); the installed library
+# links no CUDA (or ROCm) library; the installed CLI runs from a moved copy of the tree and finds
+# its isolation helper beside itself (never the build tree's).
+#
+#   cli_install_test.sh BUILD_DIR CONSUMER_SOURCE_DIR PLUGIN.so
+set -euo pipefail
+build=$1 consumer=$2 plugin=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+cmake --install "$build" --prefix "$work/prefix" > "$work/install.log" || { cat "$work/install.log"; fail "cmake --install"; }
+for f in bin/plugboard bin/plugboard-isolate include/plugboard/plugboard.h lib/cmake/plugboard/plugboardConfig.cmake \
+         lib/pkgconfig/plugboard.pc; do
+  [ -e "$work/prefix/$f" ] || fail "the install has no $f"
+done
+lib=$(ls "$work/prefix"/lib/libplugboard.so.* | head -n 1)
+[ -n "$lib" ] || fail "no libplugboard.so in the install"
+
+# The installed library links no vendor runtime.
+if readelf -d "$lib" | grep NEEDED | grep -Ei 'cuda|cudart|nvidia|nvrtc|rocm|hip|amdhip'; then
+  fail "libplugboard.so links a vendor library"
+fi
+# It exports the facade and nothing of the layers (no PJRT, no protobuf, no select::).
+exported=$(nm -D --defined-only "$lib" | c++filt)
+echo "$exported" | grep -q 'plugboard::api::boot' || fail "plugboard::api::boot is not exported"
+if echo "$exported" | grep -E 'plugboard::(select|bundle|abi|internal)::|google::protobuf' | head -3 | grep -q .; then
+  fail "libplugboard.so exports internal symbols"
+fi
+
+# Moved after installing: nothing may point back at the build tree or the first prefix.
+mv "$work/prefix" "$work/moved"
+prefix=$work/moved
+export PJRT_NAMES_AND_LIBRARY_PATHS="cpu:$plugin"
+
+cmake -S "$consumer" -B "$work/cmake-build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" > "$work/configure.log" 2>&1 ||
+  { cat "$work/configure.log"; fail "configuring the consumer with find_package(plugboard)"; }
+cmake --build "$work/cmake-build" > "$work/build.log" 2>&1 || { cat "$work/build.log"; fail "building the consumer"; }
+out=$("$work/cmake-build/consumer") || fail "the CMake consumer failed: $out"
+echo "cmake consumer: $out"
+case "$out" in *"on cpu (isolated: yes): 11 22 33 44"*) ;; *) fail "unexpected output: $out" ;; esac
+
+flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs plugboard) || fail "pkg-config plugboard"
+c++ -o "$work/pc-consumer" "$consumer/main.cpp" $flags -Wl,-rpath,"$prefix/lib" || fail "building with pkg-config ($flags)"
+out=$("$work/pc-consumer") || fail "the pkg-config consumer failed: $out"
+echo "pkg-config consumer: $out"
+case "$out" in *"11 22 33 44"*) ;; *) fail "unexpected output: $out" ;; esac
+
+"$prefix/bin/plugboard" version > /dev/null || fail "the installed CLI does not run"
+# doctor loads every candidate in the isolation helper: it must be the installed one.
+report=$("$prefix/bin/plugboard" doctor --json) || fail "the installed doctor failed: $report"
+echo "$report" | grep -q '"isolated": *true' || fail "doctor did not isolate: $report"
+echo "$report" | grep -q '"verdict": *"chosen"' || fail "doctor chose nothing: $report"
+echo "install test passed"
