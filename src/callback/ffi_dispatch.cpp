@@ -287,6 +287,67 @@ void bridge_release(void* ctx) { delete static_cast<PendingOrdered*>(ctx); }
 
 // --- The handler. ---
 
+// An ordered call: its operands copied and queued for the receiver's delivery (through the device
+// bridge when they live on the device); the program goes on at once.
+XLA_FFI_Error* dispatch_ordered(const TargetSlot* slot, ExecutionState* state, const HostCallbacks::Entry* entry,
+                                XLA_FFI_CallFrame* frame) {
+  const XLA_FFI_Api* api = frame->api;
+  if (const size_t arrays = count_arrays(frame->rets.size, frame->rets.types, frame->rets.rets); arrays > 0)
+    return fail(api, Code::kInvalidArgument,
+                "ordered host callback '" + slot->name + "' cannot return arrays (only a token); the program "
+                "declares " + std::to_string(arrays) + " (make it a blocking callback)");
+  auto pending = std::make_unique<PendingOrdered>();
+  pending->state = state->shared_from_this();
+  pending->entry = entry;
+  pending->call.name = slot->name;
+  pending->call.execution = state->id;
+  pending->call.sequence = state->next_sequence.fetch_add(1);
+  if (frame->attrs.size > 0) pending->call.attributes = read_attributes(frame->attrs);
+  if (slot->bridge) {
+    PbHostDispatch host{pending.release(), nullptr, &bridge_enqueue, &bridge_release};
+    return slot->bridge->run_ordered(frame, &host);  // the bridge releases the context
+  }
+  SmallVector<PbHostTensor> operands(static_cast<size_t>(std::max<int64_t>(frame->args.size, 0)));
+  if (Status st = collect(*slot, "operand", frame->args.size, frame->args.types, frame->args.args, operands); !st)
+    return fail(api, st.error().code(), st.error().message());
+  if (Status st = enqueue_ordered(*pending, operands.span()); !st)
+    return fail(api, st.error().code(), st.error().to_string());
+  return nullptr;
+}
+
+// A blocking call: the earlier ordered calls delivered first, then the host function on this (the
+// plugin's) thread, writing the results.
+XLA_FFI_Error* dispatch_blocking(const TargetSlot* slot, ExecutionState* state, const HostCallbacks::Entry* entry,
+                                 XLA_FFI_CallFrame* frame) {
+  const XLA_FFI_Api* api = frame->api;
+  state->blocking_calls.fetch_add(1, std::memory_order_relaxed);
+  // The host sees one order across both kinds: the ordered calls this execution made before this
+  // one are delivered first (run here if they are still queued: the program waits anyway).
+  if (const uint64_t ticket = state->last_ticket.load(std::memory_order_acquire); ticket != 0)
+    state->receiver->delivery().wait_for(ticket);
+  BlockingContext context{slot, entry, frame};
+  if (slot->bridge) {
+    PbHostDispatch host{&context, &bridge_call, nullptr, nullptr};
+    XLA_FFI_Error* e = slot->bridge->run_blocking(frame, &host);
+    PB_HAPPENS_BEFORE(state);
+    return e;
+  }
+  SmallVector<PbHostTensor> operands(static_cast<size_t>(std::max<int64_t>(frame->args.size, 0)));
+  if (Status st = collect(*slot, "operand", frame->args.size, frame->args.types, frame->args.args, operands); !st)
+    return fail(api, st.error().code(), st.error().message());
+  SmallVector<PbHostTensor> results(static_cast<size_t>(std::max<int64_t>(frame->rets.size, 0)));
+  if (Status st = collect(*slot, "result", frame->rets.size, frame->rets.types, frame->rets.rets, results); !st)
+    return fail(api, st.error().code(), st.error().message());
+  Status st = call_blocking(context, operands.span(), results.span());
+  PB_HAPPENS_BEFORE(state);
+  if (!st) {
+    Error e = std::move(st).error();
+    return fail(api, e.code(), "host callback '" + slot->name + "' failed: " + e.to_string());
+  }
+  return nullptr;
+}
+
+// The handler: finds the execution's receiver and the function bound to this slot's target.
 XLA_FFI_Error* dispatch(size_t index, XLA_FFI_CallFrame* frame) noexcept {
   if (!frame) return nullptr;
   if (abi::ffi_answer_metadata(frame)) return nullptr;
@@ -310,55 +371,8 @@ XLA_FFI_Error* dispatch(size_t index, XLA_FFI_CallFrame* frame) noexcept {
                       (bound.empty() ? std::string(" (it binds none)") : " (it binds: " + bound + ")"));
     }
 
-    if (entry->kind == CallbackKind::kOrdered) {
-      if (const size_t arrays = count_arrays(frame->rets.size, frame->rets.types, frame->rets.rets); arrays > 0)
-        return fail(api, Code::kInvalidArgument,
-                    "ordered host callback '" + slot->name + "' cannot return arrays (only a token); the program "
-                    "declares " + std::to_string(arrays) + " (make it a blocking callback)");
-      auto pending = std::make_unique<PendingOrdered>();
-      pending->state = state->shared_from_this();
-      pending->entry = entry;
-      pending->call.name = slot->name;
-      pending->call.execution = state->id;
-      pending->call.sequence = state->next_sequence.fetch_add(1);
-      if (frame->attrs.size > 0) pending->call.attributes = read_attributes(frame->attrs);
-      if (slot->bridge) {
-        PbHostDispatch host{pending.release(), nullptr, &bridge_enqueue, &bridge_release};
-        return slot->bridge->run_ordered(frame, &host);  // the bridge releases the context
-      }
-      SmallVector<PbHostTensor> operands(static_cast<size_t>(std::max<int64_t>(frame->args.size, 0)));
-      if (Status st = collect(*slot, "operand", frame->args.size, frame->args.types, frame->args.args, operands); !st)
-        return fail(api, st.error().code(), st.error().message());
-      if (Status st = enqueue_ordered(*pending, operands.span()); !st)
-        return fail(api, st.error().code(), st.error().to_string());
-      return nullptr;
-    }
-
-    state->blocking_calls.fetch_add(1, std::memory_order_relaxed);
-    // The host sees one order across both kinds: the ordered calls this execution made before this
-    // one are delivered first (run here if they are still queued: the program waits anyway).
-    if (const uint64_t ticket = state->last_ticket.load(std::memory_order_acquire); ticket != 0)
-      state->receiver->delivery().wait_for(ticket);
-    BlockingContext context{slot, entry, frame};
-    if (slot->bridge) {
-      PbHostDispatch host{&context, &bridge_call, nullptr, nullptr};
-      XLA_FFI_Error* e = slot->bridge->run_blocking(frame, &host);
-      PB_HAPPENS_BEFORE(state);
-      return e;
-    }
-    SmallVector<PbHostTensor> operands(static_cast<size_t>(std::max<int64_t>(frame->args.size, 0)));
-    if (Status st = collect(*slot, "operand", frame->args.size, frame->args.types, frame->args.args, operands); !st)
-      return fail(api, st.error().code(), st.error().message());
-    SmallVector<PbHostTensor> results(static_cast<size_t>(std::max<int64_t>(frame->rets.size, 0)));
-    if (Status st = collect(*slot, "result", frame->rets.size, frame->rets.types, frame->rets.rets, results); !st)
-      return fail(api, st.error().code(), st.error().message());
-    Status st = call_blocking(context, operands.span(), results.span());
-    PB_HAPPENS_BEFORE(state);
-    if (!st) {
-      Error e = std::move(st).error();
-      return fail(api, e.code(), "host callback '" + slot->name + "' failed: " + e.to_string());
-    }
-    return nullptr;
+    if (entry->kind == CallbackKind::kOrdered) return dispatch_ordered(slot, state, entry, frame);
+    return dispatch_blocking(slot, state, entry, frame);
   } catch (const std::exception& e) {
     return fail(api, Code::kInternal, "host callback '" + slot->name + "' threw " + e.what());
   } catch (...) {
