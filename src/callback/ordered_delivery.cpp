@@ -83,29 +83,21 @@ OrderedDelivery::OrderedDelivery() : state_(std::make_shared<State>()) {}
 OrderedDelivery::~OrderedDelivery() = default;
 
 uint64_t OrderedDelivery::post(std::function<void()> task) {
-  bool schedule;
-  uint64_t ticket;
-  {
-    std::lock_guard lock(state_->mutex);
-    state_->queue.push_back(std::move(task));
-    ticket = ++state_->posted;
-    schedule = state_->phase == State::Phase::kIdle;
-    if (schedule) state_->phase = State::Phase::kScheduled;
-  }
-  if (schedule) {
+  // All under the queue's lock, the drain's posting too (the pool's lock is only ever taken inside
+  // this one, never the other way round): a failure to schedule takes the task back before anyone
+  // could have run it, so a caller that handles the failure never sees it run as well.
+  std::lock_guard lock(state_->mutex);
+  state_->queue.push_back(std::move(task));
+  if (state_->phase == State::Phase::kIdle) {
     try {
       state_->schedule();
     } catch (...) {
-      // Not even a delivery thread to be had: the task is taken back, so that a caller that handles
-      // the failure (runs the work itself) never sees it run a second time.
-      std::lock_guard lock(state_->mutex);
       state_->queue.pop_back();
-      --state_->posted;
-      state_->phase = State::Phase::kIdle;
       throw;
     }
+    state_->phase = State::Phase::kScheduled;
   }
-  return ticket;
+  return ++state_->posted;
 }
 
 uint64_t OrderedDelivery::last_ticket() const {

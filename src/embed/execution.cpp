@@ -43,7 +43,10 @@ Execution::Execution(Execution&&) noexcept = default;
 Execution& Execution::operator=(Execution&&) noexcept = default;
 Execution::~Execution() = default;
 
-std::vector<Buffer>& Execution::outputs() noexcept { return impl_->outputs; }
+std::vector<Buffer>& Execution::outputs() noexcept {
+  static thread_local std::vector<Buffer> none;  // a moved-from execution has no outputs
+  return impl_ ? impl_->outputs : none;
+}
 
 Status Execution::await() noexcept {
   return no_throw("waiting for an execution", [&]() -> Status {
