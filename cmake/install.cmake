@@ -22,5 +22,7 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/plugboardConfigVersion.cm
 install(FILES ${PROJECT_BINARY_DIR}/plugboardConfig.cmake ${PROJECT_BINARY_DIR}/plugboardConfigVersion.cmake
   DESTINATION ${PLUGBOARD_CMAKE_DIR})
 
+# From lib/pkgconfig (or lib/x86_64-linux-gnu/pkgconfig) back to the prefix.
+file(RELATIVE_PATH PLUGBOARD_PC_TO_PREFIX "${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig" "${CMAKE_INSTALL_PREFIX}")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/plugboard.pc.in ${PROJECT_BINARY_DIR}/plugboard.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/plugboard.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

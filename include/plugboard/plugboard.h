@@ -21,9 +21,12 @@
 // handed to the library run on its threads, never under its locks:
 //   - on_complete and Buffer::to_host_async's `done`: a delivery thread (shared by the process);
 //   - compile_async's `done`: a compile thread;
-//   - ordered host callbacks: a delivery thread, one call at a time per receiver, in program order;
+//   - ordered host callbacks: a delivery thread, one call at a time per receiver, in program order
+//     (or a thread that waits for them: await(), or a later blocking call of the same receiver,
+//     runs what is still queued rather than sleep);
 //   - blocking host callbacks: the plugin's thread that runs the program.
-// None of them may call back into plugboard and wait for an execution (it could be their own).
+// None of them may wait for an execution: await() there is FAILED_PRECONDITION (it would wait for
+// the very thread it runs on); use on_complete.
 #pragma once
 
 #include <cstddef>

@@ -7,7 +7,8 @@
 
 namespace plugboard {
 
-// Empty when the system cannot tell.
+// Empty when the system cannot tell (for code in the main program, which the loader names by
+// argv[0], unless that is an absolute path: running_executable_folder() covers it).
 std::filesystem::path running_executable_folder();
 std::filesystem::path plugboard_code_folder();
 

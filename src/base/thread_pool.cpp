@@ -62,7 +62,7 @@ ThreadPool::~ThreadPool() {
   for (auto& t : threads) t.join();
 }
 
-void ThreadPool::post(std::function<void()> task) {
+void ThreadPool::post(std::function<void()>&& task) {
   bool wake = false;
   {
     std::lock_guard lock(state_->mutex);
@@ -77,6 +77,7 @@ void ThreadPool::post(std::function<void()> task) {
       } catch (...) {
         // No thread to be had: the workers there are take the task; with none, the caller learns.
         if (state_->threads.empty()) {
+          task = std::move(state_->queue.back());  // given back
           state_->queue.pop_back();
           throw;
         }

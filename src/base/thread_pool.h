@@ -1,7 +1,7 @@
 // A fixed set of worker threads that run posted tasks, for work that must not run on the caller's
 // thread (a plugin's thread, a BEAM scheduler). Threads start on the first post, so a process that
-// never posts has none. Tasks run in no particular order across threads; serial_queue.h builds
-// one-at-a-time, in-order queues on top. Thread-safe.
+// never posts has none. Tasks run in no particular order across threads; callback/ordered_delivery.h
+// builds one-at-a-time, in-order queues on top. Thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -21,8 +21,9 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   // Queues `task`. Never runs it on the calling thread and never waits for it. Tasks must not throw
-  // (one that does ends the process, as an exception leaving a thread does).
-  void post(std::function<void()> task);
+  // (one that does ends the process, as an exception leaving a thread does). When queuing fails (an
+  // exception: no memory, no thread at all), `task` is left as it was.
+  void post(std::function<void()>&& task);
   size_t max_threads() const;
   // Workers started so far (they are started as work arrives, up to max_threads()).
   size_t started_threads() const;

@@ -18,6 +18,12 @@ CallbackExecution::~CallbackExecution() = default;
 Status CallbackExecution::await() {
   if (result_) return *result_;
   if (!state_) return make_error(Code::kFailedPrecondition, "await() on an execution that was moved from");
+  // Its completion needs the receiver's queue and a delivery thread: waiting on either would wait for
+  // itself.
+  if (state_->receiver->delivery().running_here() || delivery_pool().on_worker())
+    return make_error(Code::kFailedPrecondition, "await() on " + state_->name +
+                                                     " from a host callback or a completion function would wait for "
+                                                     "itself: use on_complete there");
   Status executed = done_.await();
   PB_HAPPENS_AFTER(state_.get());
   // Every ordered call of this execution was posted before the plugin's event fired (the handler
@@ -67,26 +73,76 @@ uint64_t CallbackExecution::ordered_calls() const { return state_ ? state_->next
 namespace {
 
 // From the plugin's event, on its thread: the completion goes behind the execution's ordered calls in
-// the receiver's queue. Nothing may escape into the plugin; if the task cannot even be queued, the
-// completion runs here. Both this thread and the task let go of the state before they count down
-// `completed` (see ExecutionState).
+// the receiver's queue. The queued task takes this thread's reference along, so the plugin's thread
+// keeps none once it is queued. Nothing may escape into the plugin: if the task cannot even be made
+// or queued, it runs here.
 void complete_after_ordered_calls(std::shared_ptr<internal::ExecutionState> state, Status executed) noexcept {
   const std::shared_ptr<std::latch> completed = state->completed;
+  OrderedDelivery& queue = state->receiver->delivery();  // the task keeps the receiver alive
+  std::function<void()> task;
   try {
-    state->receiver->delivery().post([state, executed, completed]() mutable {
-      state->complete(std::move(executed));
-      state.reset();
-      completed->count_down();
-    });
+    task = [state, executed]() mutable { internal::ExecutionState::complete(std::move(state), std::move(executed)); };
   } catch (...) {
-    state->complete(std::move(executed));
-    completed->count_down();  // the task's share: it never ran
+    internal::ExecutionState::complete(std::move(state), std::move(executed));
+    completed->count_down();
+    return;
   }
   state.reset();
+  try {
+    queue.post(std::move(task));
+  } catch (...) {
+    task();  // `task` was given back
+  }
   completed->count_down();
 }
 
 }  // namespace
+
+namespace internal {
+
+void ExecutionState::complete(std::shared_ptr<ExecutionState> self, Status executed) noexcept {
+  const std::shared_ptr<std::latch> completed = self->completed;
+  std::function<void(Status)> tell;
+  Status result = ok();
+  try {
+    result = self->outcome_of(std::move(executed));
+    std::lock_guard lock(self->mutex);
+    self->outcome = result;
+    tell = std::move(self->on_complete);
+  } catch (...) {
+    std::lock_guard lock(self->mutex);
+    if (!self->outcome) self->outcome = make_error(Code::kResourceExhausted, "completing an execution: out of memory");
+  }
+  // The caller's function, the release and the count-down on a pool thread: never on the thread that
+  // happened to run the queue (a plugin's, or an awaiting caller's).
+  auto finish = [](std::function<void(Status)>& tell, Status& result, std::shared_ptr<ExecutionState>& s,
+                   const std::shared_ptr<std::latch>& done) {
+    if (tell) {
+      try {
+        tell(std::move(result));
+      } catch (...) {
+        // A caller's function that throws has nobody to throw to on a delivery thread.
+      }
+    }
+    s.reset();
+    done->count_down();
+  };
+  std::function<void()> handoff;
+  try {
+    handoff = [finish, tell = std::move(tell), result, s = self, completed]() mutable { finish(tell, result, s, completed); };
+    self.reset();
+    delivery_pool().post(std::move(handoff));
+  } catch (...) {
+    if (handoff) {
+      self.reset();
+      handoff();
+    } else {
+      finish(tell, result, self, completed);
+    }
+  }
+}
+
+}  // namespace internal
 
 Expected<CallbackExecution> execute_with_callbacks_async(const Executable& executable, std::span<Buffer* const> args,
                                                          std::shared_ptr<const HostCallbacks> callbacks,
@@ -129,12 +185,16 @@ Expected<CallbackExecution> execute_with_callbacks_async(const Executable& execu
     run.done_ = std::move(started->done);
     // The plugin's event keeps the state (context, receiver, program) until it fires, so the
     // execution may be dropped unfinished; then the completion is queued behind its ordered calls.
-    if (auto registered = run.done_.on_ready([state](Status executed) mutable {
-          complete_after_ordered_calls(std::move(state), std::move(executed));
-        });
-        !registered) {
-      complete_after_ordered_calls(state, run.done_.await());
+    bool registered = false;
+    try {
+      registered = run.done_.on_ready([state](Status executed) mutable {
+                              complete_after_ordered_calls(std::move(state), std::move(executed));
+                            }).has_value();
+    } catch (...) {
+      // No memory for the continuation: the program is running and uses the state, so it must not
+      // be released now. Waited for here instead (the only path that waits).
     }
+    if (!registered) complete_after_ordered_calls(state, run.done_.await());
     return run;
   });
 }

@@ -31,10 +31,12 @@ struct ExecutionState : std::enable_shared_from_this<ExecutionState> {
   std::optional<Status> outcome;              // set by complete(), after the last ordered call
   std::function<void(Status)> on_complete;    // who to tell then
   bool on_complete_taken = false;
-  // Counted down twice once the execution is complete: by the completion task and by the plugin's
-  // thread that queued it, each after letting go of this state. await() waits for both, so that the
-  // last owner of the execution's plugin objects (context, program) is the caller, never a plugin or
-  // delivery thread that might still be running them down while the caller goes on (or exits).
+  // Counted down twice once the execution is complete: by the plugin's thread that queued the
+  // completion (which keeps no reference to this state), and by the delivery-pool task that ran the
+  // caller's on_complete and let go of its reference. await() waits for both, so that whoever awaits
+  // holds the last reference to the execution's plugin objects (context, program): they are never
+  // run down by a pool thread while the caller goes on (or the process exits), nor ever on a plugin
+  // thread inside its own event callback.
   std::shared_ptr<std::latch> completed = std::make_shared<std::latch>(2);
 
   void record_ordered_error(Error e) {
@@ -54,23 +56,11 @@ struct ExecutionState : std::enable_shared_from_this<ExecutionState> {
     if (ordered_error) return std::unexpected(Error(*ordered_error).annotate("executing " + name));
     return ok();
   }
-  // Runs as the receiver's task after every ordered call of the execution: records the outcome and
-  // tells whoever asked (on_complete).
-  void complete(Status executed) {
-    Status result = outcome_of(std::move(executed));
-    std::function<void(Status)> tell;
-    {
-      std::lock_guard lock(mutex);
-      outcome = result;
-      tell = std::move(on_complete);
-    }
-    if (!tell) return;
-    try {
-      tell(std::move(result));
-    } catch (...) {
-      // A caller's function that throws has nobody to throw to on a delivery thread.
-    }
-  }
+  // Runs as the receiver's task after every ordered call of the execution (on whichever thread runs
+  // the queue: a delivery thread, an awaiting caller, a blocking call's plugin thread): records the
+  // outcome and hands the rest to a delivery-pool thread, with this queue's reference to the state:
+  // the caller's on_complete, then the release of the state, then the count-down.
+  static void complete(std::shared_ptr<ExecutionState> self, Status executed) noexcept;
 };
 
 }  // namespace plugboard::internal

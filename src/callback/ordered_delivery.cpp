@@ -82,7 +82,7 @@ OrderedDelivery::OrderedDelivery() : state_(std::make_shared<State>()) {}
 
 OrderedDelivery::~OrderedDelivery() = default;
 
-uint64_t OrderedDelivery::post(std::function<void()> task) {
+uint64_t OrderedDelivery::post(std::function<void()>&& task) {
   // All under the queue's lock, the drain's posting too (the pool's lock is only ever taken inside
   // this one, never the other way round): a failure to schedule takes the task back before anyone
   // could have run it, so a caller that handles the failure never sees it run as well.
@@ -92,6 +92,7 @@ uint64_t OrderedDelivery::post(std::function<void()> task) {
     try {
       state_->schedule();
     } catch (...) {
+      task = std::move(state_->queue.back());  // given back: the caller still holds it
       state_->queue.pop_back();
       throw;
     }
@@ -99,6 +100,8 @@ uint64_t OrderedDelivery::post(std::function<void()> task) {
   }
   return ++state_->posted;
 }
+
+bool OrderedDelivery::running_here() const { return t_running_for == state_.get(); }
 
 uint64_t OrderedDelivery::last_ticket() const {
   std::lock_guard lock(state_->mutex);

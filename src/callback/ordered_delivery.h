@@ -32,8 +32,11 @@ class OrderedDelivery {
   OrderedDelivery& operator=(const OrderedDelivery&) = delete;
 
   // Queues `task`; returns its ticket (1, 2, ...). Never waits for the task itself. Tasks must not
-  // throw.
-  uint64_t post(std::function<void()> task);
+  // throw. When queuing fails (an exception: no memory, no thread to be had), `task` is left as it
+  // was, so the caller still holds it.
+  uint64_t post(std::function<void()>&& task);
+  // True on a thread that is running one of this queue's tasks.
+  bool running_here() const;
   // Runs or waits for every task with a ticket up to `ticket`. Returns at once when called from one
   // of this queue's tasks (a task waiting for its own queue would never finish).
   void wait_for(uint64_t ticket);

@@ -57,6 +57,7 @@ Expected<std::shared_ptr<Executable>> compile(std::shared_ptr<const Client> clie
   std::shared_ptr<Executable> exe(new Executable());
   exe->client_ = std::move(client);
   exe->loaded_ = args.executable;  // owned from here
+  exe->portable_ = options.portable;
 
   auto get = PB_PJRT_ARGS(PJRT_LoadedExecutable_GetExecutable_Args);
   get.loaded_executable = exe->loaded_;
@@ -226,9 +227,9 @@ Expected<Execution> Executable::execute_async(std::span<Buffer* const> args, con
     exec.num_args = args.size();
     exec.output_lists = output_lists;
     exec.device_complete_events = complete;
-    // Device 0 is where a non-portable program was compiled for; naming it would make the plugin
-    // treat it as a portable launch.
-    if (options.device != 0) exec.execute_device = client_->device_handle(options.device);
+    // A portable program has no device assignment: it is always launched on a named device (device
+    // 0 included). Another program runs where it was compiled for unless a device is asked for.
+    if (portable_ || options.device != 0) exec.execute_device = client_->device_handle(options.device);
     if (auto st = PB_PJRT_CALL(api, PJRT_LoadedExecutable_Execute, exec); !st)
       return std::unexpected(std::move(st).error().annotate("executing " + name_));
 

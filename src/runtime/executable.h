@@ -103,6 +103,7 @@ class Executable : public std::enable_shared_from_this<Executable> {
   std::string name_;
   Signature signature_;
   std::vector<int64_t> all_arg_indices_;  // 0..n-1: the non-donatable list when nothing is donated
+  bool portable_ = false;                  // compiled without a device assignment: always run on a named device
 };
 
 }  // namespace plugboard
