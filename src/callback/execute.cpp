@@ -4,7 +4,7 @@
 #include "base/no_throw.h"
 #include "base/thread_pool.h"
 #include "callback/execution_state.h"
-#include "callback/happens_before.h"
+#include "base/happens_before.h"
 #include "callback/ordered_delivery.h"
 #include "callback/plugin_ffi.h"
 #include "runtime/client.h"
@@ -77,6 +77,7 @@ namespace {
 // keeps none once it is queued. Nothing may escape into the plugin: if the task cannot even be made
 // or queued, it runs here.
 void complete_after_ordered_calls(std::shared_ptr<internal::ExecutionState> state, Status executed) noexcept {
+  PB_HAPPENS_AFTER(state.get());
   const std::shared_ptr<std::latch> completed = state->completed;
   OrderedDelivery& queue = state->receiver->delivery();  // the task keeps the receiver alive
   std::function<void()> task;
@@ -175,6 +176,7 @@ Expected<CallbackExecution> execute_with_callbacks_async(const Executable& execu
 
     CallbackExecution run;
     run.state_ = state;
+    PB_HAPPENS_BEFORE(state.get());  // published to the plugin's threads (the FFI handler reads it)
     auto started = executable.execute_async(args, options);
     if (!started) {
       // Whatever ordered calls it made before failing are still delivered first.

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "callback/execution_state.h"
-#include "callback/happens_before.h"
+#include "base/happens_before.h"
 #include "callback/ordered_delivery.h"
 
 namespace plugboard::internal {
@@ -357,6 +357,7 @@ XLA_FFI_Error* dispatch(size_t index, XLA_FFI_CallFrame* frame) noexcept {
   if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return nullptr;
   try {
     auto* state = static_cast<ExecutionState*>(abi::ffi_execution_user_data(frame, slot->type_id));
+    if (state) PB_HAPPENS_AFTER(state);  // published by the launching thread (execute.cpp)
     if (!state)
       return fail(api, Code::kFailedPrecondition,
                   "host callback '" + slot->name +

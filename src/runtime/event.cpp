@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "abi/api.h"
+#include "base/happens_before.h"
 #include "runtime/client.h"
 
 namespace plugboard {
@@ -58,6 +59,7 @@ struct Continuation {
 };
 
 void fire(PJRT_Error* error, void* user_arg) {
+  PB_HAPPENS_AFTER(user_arg);  // made by the registering thread, run on the plugin's
   std::unique_ptr<Continuation> c(static_cast<Continuation*>(user_arg));
   Status status = error ? Status(std::unexpected(c->api->take_error(error, "PJRT_Event"))) : ok();
   try {
@@ -78,6 +80,7 @@ Status Event::on_ready(std::function<void(Status)> done) const {
   args.event = event_;
   args.callback = &fire;
   args.user_arg = c.get();
+  PB_HAPPENS_BEFORE(c.get());
   PB_RETURN_IF_ERROR(PB_PJRT_CALL(*api_, PJRT_Event_OnReady, args));
   c.release();  // owned by the callback now
   return ok();
