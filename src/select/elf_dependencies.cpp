@@ -106,10 +106,13 @@ void read_ld_so_conf(const std::filesystem::path& conf, std::vector<std::string>
       std::string pattern;
       while (words >> pattern) {
         if (!pattern.empty() && pattern[0] != '/') pattern = (conf.parent_path() / pattern).string();
-        glob_t g{};
-        if (::glob(pattern.c_str(), 0, nullptr, &g) == 0)
-          for (size_t i = 0; i < g.gl_pathc; ++i) read_ld_so_conf(g.gl_pathv[i], out, depth + 1);
-        ::globfree(&g);
+        // Freed however the loop ends (an allocation that fails inside it throws).
+        struct Glob {
+          glob_t g{};
+          ~Glob() { ::globfree(&g); }
+        } found;
+        if (::glob(pattern.c_str(), 0, nullptr, &found.g) == 0)
+          for (size_t i = 0; i < found.g.gl_pathc; ++i) read_ld_so_conf(found.g.gl_pathv[i], out, depth + 1);
       }
     } else if (word[0] == '/') {
       out.push_back(word);
