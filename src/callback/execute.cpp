@@ -24,12 +24,12 @@ Status CallbackExecution::await() {
     return make_error(Code::kFailedPrecondition, "await() on " + state_->name +
                                                      " from a host callback or a completion function would wait for "
                                                      "itself: use on_complete there");
-  Status executed = done_.await();
+  // The outcome is the completion task's, from the event's own status: only the wait matters here.
+  (void)done_.await();
   PB_HAPPENS_AFTER(state_.get());
   // Every ordered call of this execution was posted before the plugin's event fired (the handler
   // posts before it returns), so waiting for the latest ticket covers them all.
   state_->receiver->delivery().wait_for(state_->last_ticket.load());
-  (void)executed;  // the completion task computes the same outcome from the event's own status
   state_->completed->wait();
   std::lock_guard lock(state_->mutex);
   result_ = *state_->outcome;
@@ -57,12 +57,7 @@ Status CallbackExecution::on_complete(std::function<void(Status)> done) {
     }
     Status known = *state_->outcome;
     lock.unlock();
-    delivery_pool().post([done = std::move(done), known]() mutable {
-      try {
-        done(std::move(known));
-      } catch (...) {
-      }
-    });
+    deliver_on_pool(std::move(done), std::move(known));
     return ok();
   });
 }

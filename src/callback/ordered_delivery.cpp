@@ -23,6 +23,18 @@ ThreadPool& delivery_pool() {
   return *pool;
 }
 
+void deliver_on_pool(std::function<void(Status)> done, Status status) noexcept {
+  try {
+    delivery_pool().post([done = std::move(done), status = std::move(status)]() mutable {
+      try {
+        done(std::move(status));
+      } catch (...) {
+      }
+    });
+  } catch (...) {
+  }
+}
+
 struct OrderedDelivery::State : std::enable_shared_from_this<State> {
   // idle: nothing queued; scheduled: queued, a drain posted to the pool but nobody running;
   // running: one thread (a delivery thread or a waiter) runs the tasks.

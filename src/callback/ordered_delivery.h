@@ -16,12 +16,18 @@
 #include <functional>
 #include <memory>
 
+#include "base/status.h"
+
 namespace plugboard {
 
 class ThreadPool;
 
 // The shared pool every receiver delivers on (and execution completions are reported from).
 ThreadPool& delivery_pool();
+// Calls `done(status)` on a delivery-pool thread: how every caller's completion function is run
+// (on_complete, to_host_async). An exception from `done` is swallowed (nobody to throw to there);
+// when not even that can be queued, `done` is dropped uncalled.
+void deliver_on_pool(std::function<void(Status)> done, Status status) noexcept;
 
 class OrderedDelivery {
  public:

@@ -1,6 +1,5 @@
 // The facade's Buffer: owns one runtime buffer.
 #include "base/no_throw.h"
-#include "base/thread_pool.h"
 #include "callback/ordered_delivery.h"
 #include "embed/handles.h"
 
@@ -53,17 +52,8 @@ Status Buffer::to_host_async(std::span<std::byte> dst, std::function<void(Status
     PB_ASSIGN_OR_RETURN(plugboard::Event copied, impl_->buffer.to_host_async(dst));
     // From the plugin's thread, handed to a delivery thread: the caller's function never runs on a
     // plugin thread.
-    return copied.on_ready([done = std::move(done)](Status s) mutable {
-      try {
-        delivery_pool().post([done = std::move(done), s = std::move(s)]() mutable {
-          try {
-            done(std::move(s));
-          } catch (...) {
-          }
-        });
-      } catch (...) {
-      }
-    });
+    return copied.on_ready(
+        [done = std::move(done)](Status s) mutable { deliver_on_pool(std::move(done), std::move(s)); });
   });
 }
 

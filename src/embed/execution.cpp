@@ -8,15 +8,6 @@
 namespace plugboard::api {
 
 namespace {
-// Runs `done(s)` on a delivery thread; a function that throws has nobody to throw to there.
-void deliver(std::function<void(Status)> done, Status s) {
-  delivery_pool().post([done = std::move(done), s = std::move(s)]() mutable {
-    try {
-      done(std::move(s));
-    } catch (...) {
-    }
-  });
-}
 // The program's last reference, if it is the last, is let go of on a delivery thread: never on the
 // plugin thread that fires an event (destroying an executable from inside its own completion).
 void release_on_delivery_thread(std::shared_ptr<plugboard::Executable> keep) {
@@ -71,13 +62,13 @@ Status Execution::on_complete(std::function<void(Status)> done) noexcept {
                                                        impl_->executable->name());
     impl_->on_complete_taken = true;
     if (impl_->result) {
-      deliver(std::move(done), *impl_->result);
+      deliver_on_pool(std::move(done), *impl_->result);
       return ok();
     }
     // The event's callback keeps the program alive and hands the outcome to a delivery thread.
     return impl_->done.on_ready([done = std::move(done), keep = impl_->executable](Status s) mutable {
       try {
-        deliver(std::move(done), annotate(std::move(s), "executing " + keep->name()));
+        deliver_on_pool(std::move(done), annotate(std::move(s), "executing " + keep->name()));
       } catch (...) {
       }
       release_on_delivery_thread(std::move(keep));
