@@ -1,0 +1,50 @@
+// Every NIF the module Plugboard.Native exports (nif.cpp lists them with their arities and the
+// scheduler each runs on), and the guard each body runs under: no C++ exception reaches the VM.
+#pragma once
+
+#include <erl_nif.h>
+
+#include <exception>
+#include <new>
+
+#include "plugboard/plugboard.h"
+#include "terms.h"
+
+namespace plugboard::nif {
+
+template <class Body>
+ERL_NIF_TERM guarded(ErlNifEnv* env, const char* what, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return make_error(env, Code::kResourceExhausted, std::string(what) + ": out of memory");
+  } catch (const std::exception& e) {
+    return make_error(env, Code::kInternal, std::string(what) + ": " + e.what());
+  } catch (...) {
+    return make_error(env, Code::kInternal, std::string(what) + ": unknown exception");
+  }
+}
+
+#define PB_NIF(name) ERL_NIF_TERM name(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[])
+
+// nif_selection.cpp
+PB_NIF(nif_version);
+PB_NIF(nif_discover);
+PB_NIF(nif_boot);
+PB_NIF(nif_open);
+PB_NIF(nif_client_info);
+// nif_compile.cpp
+PB_NIF(nif_compile);
+// nif_buffers.cpp
+PB_NIF(nif_buffer_from_binary);
+PB_NIF(nif_buffer_to_binary);
+PB_NIF(nif_buffer_valid);
+// nif_execute.cpp
+PB_NIF(nif_execute);
+PB_NIF(nif_reply);
+PB_NIF(nif_fail_call);
+
+// A %Plugboard.Buffer{} for a buffer the term will own.
+ERL_NIF_TERM make_buffer_term(ErlNifEnv* env, api::Buffer buffer);
+
+}  // namespace plugboard::nif

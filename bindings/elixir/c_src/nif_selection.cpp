@@ -1,0 +1,145 @@
+// Selection and clients: discover/1, boot/1 (dirty I/O: they read files, may probe devices, start
+// child processes and load plugins), open/2 (dirty I/O) and client_info/1.
+#include "nif_functions.h"
+#include "report_terms.h"
+#include "resources.h"
+
+namespace plugboard::nif {
+namespace {
+
+// %{bundle:, target:, preference:, probes:, isolate:, use_environment:} (every key optional).
+Expected<api::SelectionSettings> get_settings(ErlNifEnv* env, ERL_NIF_TERM map) {
+  if (!enif_is_map(env, map)) return invalid_argument("the selection settings must be a map");
+  api::SelectionSettings s;
+  if (auto v = map_get(env, map, "bundle")) {
+    PB_ASSIGN_OR_RETURN(auto bundle, get_optional_string(env, *v, "bundle"));
+    if (bundle) s.bundle = *bundle;
+  }
+  if (auto v = map_get(env, map, "target")) {
+    PB_ASSIGN_OR_RETURN(s.target, get_optional_string(env, *v, "target"));
+  }
+  if (auto v = map_get(env, map, "preference"); v && !is_nil(env, *v)) {
+    PB_ASSIGN_OR_RETURN(s.preference, get_string_list(env, *v, "targets"));
+  }
+  if (auto v = map_get(env, map, "probes")) {
+    PB_ASSIGN_OR_RETURN(s.probes, get_optional_bool(env, *v, "probes"));
+  }
+  if (auto v = map_get(env, map, "isolate")) {
+    PB_ASSIGN_OR_RETURN(s.isolate, get_optional_bool(env, *v, "isolate"));
+  }
+  if (auto v = map_get(env, map, "use_environment")) {
+    PB_ASSIGN_OR_RETURN(s.use_environment, get_bool(env, *v, "use_environment"));
+  }
+  return s;
+}
+
+ERL_NIF_TERM make_client_term(ErlNifEnv* env, std::shared_ptr<const api::Client> client) {
+  return make_resource<ClientResource>(env, ClientResource{std::move(client)});
+}
+
+Expected<std::vector<api::CreateOption>> get_create_options(ErlNifEnv* env, ERL_NIF_TERM list) {
+  std::vector<api::CreateOption> out;
+  ERL_NIF_TERM head, tail = list;
+  while (enif_get_list_cell(env, tail, &head, &tail)) {
+    int arity;
+    const ERL_NIF_TERM* kv;
+    if (!enif_get_tuple(env, head, &arity, &kv) || arity != 2)
+      return invalid_argument("create options must be {name, value} pairs");
+    PB_ASSIGN_OR_RETURN(std::string name, get_string(env, kv[0], "create option name"));
+    api::CreateOption option{name, {}};
+    ErlNifSInt64 i;
+    double d;
+    if (enif_get_int64(env, kv[1], &i)) option.value = static_cast<int64_t>(i);
+    else if (enif_get_double(env, kv[1], &d)) option.value = static_cast<float>(d);
+    else if (auto b = get_bool(env, kv[1], name)) option.value = *b;
+    else if (enif_is_list(env, kv[1])) {
+      PB_ASSIGN_OR_RETURN(auto ints, get_int_list(env, kv[1], "create option " + name));
+      option.value = std::move(ints);
+    } else {
+      PB_ASSIGN_OR_RETURN(std::string s, get_string(env, kv[1], "create option " + name));
+      option.value = std::move(s);
+    }
+    out.push_back(std::move(option));
+  }
+  return out;
+}
+
+}  // namespace
+
+PB_NIF(nif_version) {
+  (void)argc;
+  (void)argv;
+  return make_string(env, api::version());
+}
+
+PB_NIF(nif_discover) {
+  (void)argc;
+  return guarded(env, "discovering targets", [&] {
+    auto settings = get_settings(env, argv[0]);
+    if (!settings) return make_error(env, settings.error());
+    auto report = api::discover(*settings);
+    if (!report) return make_error(env, report.error());
+    return make_ok(env, make_report(env, *report));
+  });
+}
+
+// {:ok, client | nil, report, :ok | {:error, e}} or {:error, e} for malformed settings.
+PB_NIF(nif_boot) {
+  (void)argc;
+  return guarded(env, "booting", [&] {
+    auto settings = get_settings(env, argv[0]);
+    if (!settings) return make_error(env, settings.error());
+    auto boot = api::boot(*settings);
+    if (!boot) return make_error(env, boot.error());
+    ERL_NIF_TERM client = boot->client ? make_client_term(env, boot->client) : make_nil(env);
+    return enif_make_tuple4(env, atom(env, "ok"), client, make_report(env, boot->report), make_status(env, boot->status));
+  });
+}
+
+PB_NIF(nif_open) {
+  (void)argc;
+  return guarded(env, "opening a plugin", [&] {
+    auto path = get_string(env, argv[0], "plugin");
+    if (!path) return make_error(env, path.error());
+    auto options = get_create_options(env, argv[1]);
+    if (!options) return make_error(env, options.error());
+    auto client = api::Client::open(*path, *options);
+    if (!client) return make_error(env, client.error());
+    return make_ok(env, make_client_term(env, std::move(*client)));
+  });
+}
+
+// %{platform:, platform_version:, plugin:, devices: [%{index:, id:, kind:, description:, memory:}]}
+PB_NIF(nif_client_info) {
+  (void)argc;
+  return guarded(env, "reading a client", [&] {
+    auto* c = get_resource<ClientResource>(env, argv[0]);
+    if (!c) return make_error(env, Code::kInvalidArgument, "not a plugboard client");
+    const api::Client& client = *c->client;
+    std::vector<ERL_NIF_TERM> devices;
+    for (const api::Device& d : client.devices()) {
+      ERL_NIF_TERM memory = make_nil(env);
+      if (d.memory) {
+        memory = enif_make_new_map(env);
+        enif_make_map_put(env, memory, atom(env, "bytes_in_use"), enif_make_int64(env, d.memory->bytes_in_use), &memory);
+        if (d.memory->bytes_limit)
+          enif_make_map_put(env, memory, atom(env, "bytes_limit"), enif_make_int64(env, *d.memory->bytes_limit), &memory);
+      }
+      ERL_NIF_TERM device = enif_make_new_map(env);
+      enif_make_map_put(env, device, atom(env, "index"), enif_make_int(env, d.index), &device);
+      enif_make_map_put(env, device, atom(env, "id"), enif_make_int(env, d.id), &device);
+      enif_make_map_put(env, device, atom(env, "kind"), make_string(env, d.kind), &device);
+      enif_make_map_put(env, device, atom(env, "description"), make_string(env, d.description), &device);
+      enif_make_map_put(env, device, atom(env, "memory"), memory, &device);
+      devices.push_back(device);
+    }
+    ERL_NIF_TERM info = enif_make_new_map(env);
+    enif_make_map_put(env, info, atom(env, "platform"), make_string(env, client.platform()), &info);
+    enif_make_map_put(env, info, atom(env, "platform_version"), make_string(env, client.platform_version()), &info);
+    enif_make_map_put(env, info, atom(env, "plugin"), make_string(env, client.plugin_path().string()), &info);
+    enif_make_map_put(env, info, atom(env, "devices"), make_list(env, devices), &info);
+    return make_ok(env, info);
+  });
+}
+
+}  // namespace plugboard::nif

@@ -1,0 +1,25 @@
+defmodule Plugboard.Native do
+  @moduledoc false
+  # The NIF (c_src/nif.cpp). Every function returns {:error, %Plugboard.Error{}} rather than raise;
+  # compile/6, buffer_to_binary/3 and execute/8 answer by message (see Plugboard).
+  @on_load :load_nif
+
+  def load_nif do
+    path = Path.join([:code.priv_dir(:plugboard), "lib", "plugboard_nif"])
+    :erlang.load_nif(String.to_charlist(path), 0)
+  end
+
+  def version, do: :erlang.nif_error(:not_loaded)
+  def discover(_settings), do: :erlang.nif_error(:not_loaded)
+  def boot(_settings), do: :erlang.nif_error(:not_loaded)
+  def open(_plugin, _create_options), do: :erlang.nif_error(:not_loaded)
+  def client_info(_client), do: :erlang.nif_error(:not_loaded)
+  def compile(_client, _program, _name, _options, _pid, _ref), do: :erlang.nif_error(:not_loaded)
+  def buffer_from_binary(_client, _data, _dtype, _shape, _device), do: :erlang.nif_error(:not_loaded)
+  def buffer_from_binary_dirty(_client, _data, _dtype, _shape, _device), do: :erlang.nif_error(:not_loaded)
+  def buffer_to_binary(_buffer, _pid, _ref), do: :erlang.nif_error(:not_loaded)
+  def buffer_valid(_buffer), do: :erlang.nif_error(:not_loaded)
+  def execute(_exe, _args, _donate, _device, _routes, _limit, _caller, _ref), do: :erlang.nif_error(:not_loaded)
+  def reply(_call, _results), do: :erlang.nif_error(:not_loaded)
+  def fail_call(_call, _message), do: :erlang.nif_error(:not_loaded)
+end
