@@ -21,6 +21,8 @@ ErlNifFunc functions[] = {
     {"boot", 1, nif_boot, ERL_NIF_DIRTY_JOB_IO_BOUND},
     {"open", 2, nif_open, ERL_NIF_DIRTY_JOB_IO_BOUND},
     {"client_info", 1, nif_client_info, 0},
+    {"client_close", 1, nif_client_close, 0},
+    {"resource_counts", 0, nif_resource_counts, 0},
     {"compile", 6, nif_compile, 0},
     {"buffer_from_binary", 5, nif_buffer_from_binary, 0},
     {"buffer_from_binary_dirty", 5, nif_buffer_from_binary, ERL_NIF_DIRTY_JOB_CPU_BOUND},

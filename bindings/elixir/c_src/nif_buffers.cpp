@@ -35,8 +35,8 @@ struct KeptBinary {
 PB_NIF(nif_buffer_from_binary) {
   (void)argc;
   return guarded(env, "making a buffer", [&] {
-    auto* c = get_resource<ClientResource>(env, argv[0]);
-    if (!c) return make_error(env, Code::kInvalidArgument, "not a plugboard client");
+    auto client = get_client(env, argv[0]);
+    if (!client) return make_error(env, client.error());
     auto bin = get_binary(env, argv[1], "data");
     if (!bin) return make_error(env, bin.error());
     auto dtype = get_dtype(env, argv[2], "dtype");
@@ -53,13 +53,13 @@ PB_NIF(nif_buffer_from_binary) {
                             std::to_string(*needed));
     Expected<api::Buffer> buffer = [&]() -> Expected<api::Buffer> {
       if (bin->size <= kOnHeapBinaryLimit)
-        return c->client->copy_to_device(std::as_bytes(std::span(bin->data, bin->size)), *dtype, *dims,
+        return (*client)->copy_to_device(std::as_bytes(std::span(bin->data, bin->size)), *dtype, *dims,
                                          static_cast<int>(*device));
       auto kept = std::make_shared<KeptBinary>();
       if (!kept->env || !enif_inspect_binary(kept->env.get(), enif_make_copy(kept->env.get(), argv[1]), &kept->bin))
         return make_error(Code::kResourceExhausted, "could not keep the binary");
       auto bytes = std::as_bytes(std::span(kept->bin.data, kept->bin.size));
-      return c->client->adopt(bytes, std::move(kept), api::HostMemory::kImmutable, *dtype, *dims, static_cast<int>(*device));
+      return (*client)->adopt(bytes, std::move(kept), api::HostMemory::kImmutable, *dtype, *dims, static_cast<int>(*device));
     }();
     if (!buffer) return make_error(env, buffer.error());
     return make_ok(env, make_buffer_term(env, std::move(*buffer)));

@@ -62,8 +62,8 @@ struct CompileJob {
 PB_NIF(nif_compile) {
   (void)argc;
   return guarded(env, "compiling", [&] {
-    auto* c = get_resource<ClientResource>(env, argv[0]);
-    if (!c) return make_error(env, Code::kInvalidArgument, "not a plugboard client");
+    auto client = get_client(env, argv[0]);
+    if (!client) return make_error(env, client.error());
     auto bytes = get_binary(env, argv[1], "program");
     if (!bytes) return make_error(env, bytes.error());
     auto name = get_string(env, argv[2], "program name");
@@ -74,7 +74,7 @@ PB_NIF(nif_compile) {
 
     auto program = api::Program::from_bytes(std::string(reinterpret_cast<const char*>(bytes->data), bytes->size), *name);
     if (!program) return make_error(env, program.error());
-    auto job = std::make_shared<CompileJob>(c->client, std::move(*program), *pid);
+    auto job = std::make_shared<CompileJob>(*client, std::move(*program), *pid);
     if (auto v = map_get(env, argv[3], "callbacks")) {
       auto names = get_string_list(env, *v, "callbacks");
       if (!names) return make_error(env, names.error());

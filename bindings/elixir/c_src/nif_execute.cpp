@@ -1,4 +1,5 @@
-// execute/8 starts an execution and returns: the outcome arrives as
+// execute/8 starts an execution and returns (a program with host callbacks starts on a pool thread,
+// see below): the outcome arrives as
 // {:plugboard_done, ref, {:ok, [%Plugboard.Buffer{}]} | {:error, e}} from the execution's completion
 // (a delivery thread), after every ordered host call was sent. No scheduler is held while it runs.
 // reply/2 and fail_call/2 answer a blocking host call (callback_route.h).
@@ -155,7 +156,11 @@ PB_NIF(nif_execute) {
     routes->ref = enif_make_copy(routes->env.get(), argv[7]);
     routes->routes = std::move(*route_list);
     routes->blocking_limit = limit;
-    const bool may_wait = std::any_of(routes->routes.begin(), routes->routes.end(), [](const CallRoute& r) { return !r.ordered; });
+    // A program with host callbacks may make PJRT_LoadedExecutable_Execute wait: a blocking callback
+    // run inline waits for an Elixir process, and XLA's CPU client runs the executions of programs
+    // with side effects one after another, so that one started inline waits for the previous one (held
+    // in its callbacks, whose answers need a scheduler). Those start off the schedulers.
+    const bool may_wait = !routes->routes.empty();
 
     auto launch = std::make_shared<Launch>(Launch{exe->client, exe->executable, {}, {}, std::make_shared<Completion>()});
     launch->completion->routes = routes;
@@ -172,7 +177,6 @@ PB_NIF(nif_execute) {
     launch->args = std::move(*args);
 
     if (!may_wait) return make_status(env, launch->start());
-    // A blocking callback may wait for an Elixir process: never on this scheduler.
     bool queued = run_off_scheduler([launch] {
       if (Status s = launch->start(); !s) launch->completion->send(std::move(s));
     });

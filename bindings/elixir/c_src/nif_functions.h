@@ -33,6 +33,8 @@ PB_NIF(nif_discover);
 PB_NIF(nif_boot);
 PB_NIF(nif_open);
 PB_NIF(nif_client_info);
+PB_NIF(nif_client_close);
+PB_NIF(nif_resource_counts);
 // nif_compile.cpp
 PB_NIF(nif_compile);
 // nif_buffers.cpp

@@ -34,7 +34,7 @@ Expected<api::SelectionSettings> get_settings(ErlNifEnv* env, ERL_NIF_TERM map) 
 }
 
 ERL_NIF_TERM make_client_term(ErlNifEnv* env, std::shared_ptr<const api::Client> client) {
-  return make_resource<ClientResource>(env, ClientResource{std::move(client)});
+  return make_resource<ClientResource>(env, std::move(client));
 }
 
 Expected<std::vector<api::CreateOption>> get_create_options(ErlNifEnv* env, ERL_NIF_TERM list) {
@@ -113,11 +113,11 @@ PB_NIF(nif_open) {
 PB_NIF(nif_client_info) {
   (void)argc;
   return guarded(env, "reading a client", [&] {
-    auto* c = get_resource<ClientResource>(env, argv[0]);
-    if (!c) return make_error(env, Code::kInvalidArgument, "not a plugboard client");
-    const api::Client& client = *c->client;
+    auto client = get_client(env, argv[0]);
+    if (!client) return make_error(env, client.error());
+    const api::Client& c = **client;
     std::vector<ERL_NIF_TERM> devices;
-    for (const api::Device& d : client.devices()) {
+    for (const api::Device& d : c.devices()) {
       ERL_NIF_TERM memory = make_nil(env);
       if (d.memory) {
         memory = enif_make_new_map(env);
@@ -134,12 +134,33 @@ PB_NIF(nif_client_info) {
       devices.push_back(device);
     }
     ERL_NIF_TERM info = enif_make_new_map(env);
-    enif_make_map_put(env, info, atom(env, "platform"), make_string(env, client.platform()), &info);
-    enif_make_map_put(env, info, atom(env, "platform_version"), make_string(env, client.platform_version()), &info);
-    enif_make_map_put(env, info, atom(env, "plugin"), make_string(env, client.plugin_path().string()), &info);
+    enif_make_map_put(env, info, atom(env, "platform"), make_string(env, c.platform()), &info);
+    enif_make_map_put(env, info, atom(env, "platform_version"), make_string(env, c.platform_version()), &info);
+    enif_make_map_put(env, info, atom(env, "plugin"), make_string(env, c.plugin_path().string()), &info);
     enif_make_map_put(env, info, atom(env, "devices"), make_list(env, devices), &info);
     return make_ok(env, info);
   });
+}
+
+PB_NIF(nif_client_close) {
+  (void)argc;
+  auto* c = get_resource<ClientResource>(env, argv[0]);
+  if (!c) return make_error(env, Code::kInvalidArgument, "not a plugboard client");
+  c->close();
+  return atom(env, "ok");
+}
+
+// %{client: n, executable: n, buffer: n, call: n}: live native objects
+PB_NIF(nif_resource_counts) {
+  (void)argc;
+  (void)argv;
+  ERL_NIF_TERM map = enif_make_new_map(env);
+  const std::pair<const char*, ResourceKind> kinds[] = {{"client", ResourceKind::kClient},
+                                                        {"executable", ResourceKind::kExecutable},
+                                                        {"buffer", ResourceKind::kBuffer},
+                                                        {"call", ResourceKind::kCall}};
+  for (const auto& [name, kind] : kinds) enif_make_map_put(env, map, atom(env, name), enif_make_int64(env, live_resources(kind)), &map);
+  return map;
 }
 
 }  // namespace plugboard::nif

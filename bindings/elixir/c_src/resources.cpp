@@ -1,6 +1,9 @@
 #include "resources.h"
 
+#include <atomic>
+
 #include "callback_route.h"
+#include "terms.h"
 
 namespace plugboard::nif {
 namespace {
@@ -11,11 +14,15 @@ ErlNifResourceType*& type_slot() {
   return type;
 }
 
+std::atomic<int64_t> live[static_cast<int>(ResourceKind::kCount)];
+
 template <class T>
 void destroy(ErlNifEnv*, void* memory) {
   auto* slot = static_cast<ResourceSlot<T>*>(memory);
+  if (!slot->object) return;
   delete slot->object;  // a destructor never throws (they are noexcept); the library's never block
   slot->object = nullptr;
+  count_resource(kind_of<T>(), -1);
 }
 
 void call_down(ErlNifEnv*, void* memory, ErlNifPid*, ErlNifMonitor*) {
@@ -34,6 +41,9 @@ bool open_type(ErlNifEnv* env, const char* name, ErlNifResourceDown* down = null
 
 }  // namespace
 
+void count_resource(ResourceKind kind, int delta) { live[static_cast<int>(kind)].fetch_add(delta, std::memory_order_relaxed); }
+int64_t live_resources(ResourceKind kind) { return live[static_cast<int>(kind)].load(std::memory_order_relaxed); }
+
 template <>
 ErlNifResourceType* resource_type<ClientResource>() { return type_slot<ClientResource>(); }
 template <>
@@ -42,6 +52,14 @@ template <>
 ErlNifResourceType* resource_type<BufferResource>() { return type_slot<BufferResource>(); }
 template <>
 ErlNifResourceType* resource_type<CallResource>() { return type_slot<CallResource>(); }
+
+Expected<std::shared_ptr<const api::Client>> get_client(ErlNifEnv* env, ERL_NIF_TERM term) {
+  auto* c = get_resource<ClientResource>(env, enif_is_map(env, term) ? map_get(env, term, "resource").value_or(term) : term);
+  if (!c) return invalid_argument("not a plugboard client");
+  auto client = c->get();
+  if (!client) return make_error(Code::kFailedPrecondition, "the client was closed");
+  return client;
+}
 
 bool open_resource_types(ErlNifEnv* env) {
   return open_type<ClientResource>(env, "plugboard_client") && open_type<ExecutableResource>(env, "plugboard_executable") &&

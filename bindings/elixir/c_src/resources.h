@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <mutex>
+#include <cstdint>
 #include <new>
 #include <string>
 #include <utility>
@@ -16,8 +17,22 @@
 
 namespace plugboard::nif {
 
+// A client; close/1 lets go of it early (executables and buffers keep their own reference).
 struct ClientResource {
-  std::shared_ptr<const api::Client> client;
+  explicit ClientResource(std::shared_ptr<const api::Client> c) : client_(std::move(c)) {}
+  std::shared_ptr<const api::Client> get() {
+    std::lock_guard lock(mutex_);
+    return client_;
+  }
+  void close() {
+    std::shared_ptr<const api::Client> last;
+    std::lock_guard lock(mutex_);
+    last.swap(client_);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::shared_ptr<const api::Client> client_;
 };
 
 struct ExecutableResource {
@@ -70,6 +85,16 @@ struct ResourceSlot {
   T* object = nullptr;
 };
 
+// The client behind a client term (or %Plugboard.Client{}); FAILED_PRECONDITION once closed.
+Expected<std::shared_ptr<const api::Client>> get_client(ErlNifEnv* env, ERL_NIF_TERM term);
+
+// Live objects of each resource type (what the tests watch the garbage collector release).
+enum class ResourceKind { kClient, kExecutable, kBuffer, kCall, kCount };
+template <class T>
+constexpr ResourceKind kind_of();
+void count_resource(ResourceKind kind, int delta);
+int64_t live_resources(ResourceKind kind);
+
 struct NewResource {
   ERL_NIF_TERM term;
   void* handle;  // for enif_monitor_process and friends
@@ -81,6 +106,7 @@ NewResource make_resource_term(ErlNifEnv* env, std::unique_ptr<T> object) {
   void* memory = enif_alloc_resource(resource_type<T>(), sizeof(ResourceSlot<T>));
   if (!memory) throw std::bad_alloc();
   static_cast<ResourceSlot<T>*>(memory)->object = object.release();
+  count_resource(kind_of<T>(), +1);
   ERL_NIF_TERM term = enif_make_resource(env, memory);
   enif_release_resource(memory);
   return {term, memory};
@@ -90,6 +116,15 @@ template <class T, class... Args>
 ERL_NIF_TERM make_resource(ErlNifEnv* env, Args&&... args) {
   return make_resource_term(env, std::make_unique<T>(std::forward<Args>(args)...)).term;
 }
+
+template <>
+constexpr ResourceKind kind_of<ClientResource>() { return ResourceKind::kClient; }
+template <>
+constexpr ResourceKind kind_of<ExecutableResource>() { return ResourceKind::kExecutable; }
+template <>
+constexpr ResourceKind kind_of<BufferResource>() { return ResourceKind::kBuffer; }
+template <>
+constexpr ResourceKind kind_of<CallResource>() { return ResourceKind::kCall; }
 
 // The object behind a resource term of type T, or nullptr.
 template <class T>

@@ -1,9 +1,7 @@
 // Threads of the NIF's own for work that must not run on a BEAM scheduler: compiling (with the
-// declaration of its host callbacks) and starting executions whose host callbacks wait for an
-// Elixir process (a plugin may run a small program inside PJRT_LoadedExecutable_Execute, and its
-// blocking callback must not wait on the scheduler thread of the very process that answers it).
-// A thread is added whenever every thread is busy, up to a limit; threads live as long as the VM
-// (the NIF is never unloaded).
+// declaration of its host callbacks) and starting executions of programs with host callbacks (their
+// PJRT_LoadedExecutable_Execute may wait: see nif_execute.cpp). A thread is added whenever every
+// thread is busy, up to a limit; threads live as long as the VM (the NIF is never unloaded).
 #pragma once
 
 #include <functional>

@@ -133,6 +133,17 @@ defmodule Plugboard do
     with {:ok, info} <- Native.client_info(r), do: {:ok, info.devices}
   end
 
+  @doc """
+  Lets go of this client handle now rather than at garbage collection: later calls with it are
+  `:failed_precondition`. Executables and buffers made from it keep working (they hold the client).
+  """
+  @spec close(Client.t()) :: :ok
+  def close(%Client{resource: r}), do: Native.client_close(r)
+
+  @doc "Live native objects by kind (`%{client: n, executable: n, buffer: n, call: n}`): a leak check."
+  @spec native_objects() :: %{atom() => non_neg_integer()}
+  def native_objects, do: Native.resource_counts()
+
   # ------------------------------------------------------------------------------------------------
   # Compilation
 
@@ -275,6 +286,7 @@ defmodule Plugboard do
 
     with {:ok, routes} <- routes(exe, blocking, ordered) do
       ref = make_ref()
+      functions = fn map -> for {k, f} <- map, is_function(f), into: %{}, do: {k, f} end
 
       limit =
         case Keyword.get(opts, :callback_timeout, 60_000) do
@@ -283,7 +295,7 @@ defmodule Plugboard do
         end
 
       case Native.execute(r, args, Keyword.get(opts, :donate, []), Keyword.get(opts, :device, 0), routes, limit, self(), ref) do
-        :ok -> {:ok, %Run{ref: ref, blocking: blocking, ordered: ordered, executable: exe.name}}
+        :ok -> {:ok, %Run{ref: ref, blocking: functions.(blocking), ordered: functions.(ordered), executable: exe.name}}
         {:error, _} = error -> error
       end
     end
@@ -319,13 +331,15 @@ defmodule Plugboard do
   @spec await(Run.t(), timeout()) :: result([Buffer.t()])
   def await(%Run{} = run, timeout \\ :infinity), do: await_loop(run, timeout, nil)
 
-  defp await_loop(%Run{ref: ref} = run, timeout, ordered_error) do
+  # Only the calls bound to functions are this loop's; those bound to this very process stay in its
+  # mailbox for it to read afterwards.
+  defp await_loop(%Run{ref: ref, blocking: blocking, ordered: ordered} = run, timeout, ordered_error) do
     receive do
-      {:plugboard_call, ^ref, %Call{} = call} ->
+      {:plugboard_call, ^ref, %Call{name: name} = call} when is_map_key(blocking, name) ->
         answer(call, Map.get(run.blocking, call.name))
         await_loop(run, timeout, ordered_error)
 
-      {:plugboard_ordered, ^ref, %OrderedCall{} = call} ->
+      {:plugboard_ordered, ^ref, %OrderedCall{name: name} = call} when is_map_key(ordered, name) ->
         error = deliver_ordered(call, Map.get(run.ordered, call.name))
         await_loop(run, timeout, ordered_error || error)
 
@@ -356,8 +370,6 @@ defmodule Plugboard do
     end
   end
 
-  defp answer(%Call{} = call, _), do: fail(call, "no function is bound to #{call.name} in this run")
-
   defp deliver_ordered(%OrderedCall{} = call, fun) when is_function(fun, 1) do
     try do
       fun.(call)
@@ -366,8 +378,6 @@ defmodule Plugboard do
       e -> Error.new(:unknown, "ordered host callback #{call.name} raised #{Exception.message(e)}")
     end
   end
-
-  defp deliver_ordered(_, _), do: nil
 
   @doc """
   Answers a blocking host call with its results: a list with one binary or `Plugboard.HostTensor`

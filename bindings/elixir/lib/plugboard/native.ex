@@ -14,6 +14,8 @@ defmodule Plugboard.Native do
   def boot(_settings), do: :erlang.nif_error(:not_loaded)
   def open(_plugin, _create_options), do: :erlang.nif_error(:not_loaded)
   def client_info(_client), do: :erlang.nif_error(:not_loaded)
+  def client_close(_client), do: :erlang.nif_error(:not_loaded)
+  def resource_counts, do: :erlang.nif_error(:not_loaded)
   def compile(_client, _program, _name, _options, _pid, _ref), do: :erlang.nif_error(:not_loaded)
   def buffer_from_binary(_client, _data, _dtype, _shape, _device), do: :erlang.nif_error(:not_loaded)
   def buffer_from_binary_dirty(_client, _data, _dtype, _shape, _device), do: :erlang.nif_error(:not_loaded)

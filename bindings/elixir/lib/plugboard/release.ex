@@ -1,0 +1,163 @@
+defmodule Plugboard.Release do
+  @moduledoc """
+  A `mix release` step that embeds a bundle of PJRT plugins into the release, so that the release
+  chooses its accelerator when it boots (`Plugboard.Application` boots from the embedded bundle):
+
+      releases: [
+        compute: [
+          applications: [compute: :permanent],
+          steps: [:assemble, &Plugboard.Release.embed/1],
+          plugboard: [
+            targets: [cpu: "xla-cpu-pjrt==0.0.1", cuda13: "jax-cuda13-pjrt==0.12.0.1", rocm7: "jax-rocm7-pjrt==0.12.0"],
+            companions: [cuda13: "nvidia-cuda-runtime==13.0.96"],   # wheels of libraries a target needs
+            priority: [cpu: 20],                                      # boot priority (higher first)
+            probes: [cuda13: :cuda],                                  # none | cuda | rocm | tpu
+            create_options: [cpu: [cpu_device_count: 4]],             # PJRT client create options
+            lock_file: "plugboard.lock",                              # the default, in the project root
+            offline: "wheels/"                                        # a folder of wheels: never pip
+          ]
+        ]
+      ]
+
+  A target is `"PACKAGE==VERSION"` (a wheel, fetched) or the path of a local plugin file. The step
+  runs the `plugboard` CLI that ships in the release (`fetch`, then `bundle`): wheels come from pip
+  or, offline, from the wheels folder; each wheel and plugin hash is recorded in the lock file and
+  enforced on every later build; plugins are extracted once into plugboard's cache
+  (`$XDG_CACHE_HOME/plugboard`, or `cache:`), so a second build downloads and extracts nothing. The
+  bundle (the plugins, `plugboard.json`, the CUDA callback bridge beside a CUDA target) is laid out at
+  `lib/plugboard-VSN/priv/bundle` inside the release.
+
+  Other options: `cache:` (the plugin cache folder), `python:` (the Python whose pip downloads),
+  `callback_bridge: false` (do not ship the CUDA callback bridge). Relative paths are taken from the
+  project root.
+
+  The environment of the build:
+
+    * `PLUGBOARD_WHEELS=DIR` — offline from that folder of wheels (wins over `offline:`).
+    * `PLUGBOARD_EXTRA_TARGETS="name=/path/plugin.so,..."` — targets added to the configured ones,
+      for testing a release with a local plugin (`name=PACKAGE==VERSION` works as well).
+
+  An unknown package, a hash that does not match the lock, or pip that cannot download fails the
+  build with the target named and the CLI's own error.
+  """
+
+  @typedoc "A target's source: `\"PACKAGE==VERSION\"` or the path of a local plugin file."
+  @type source :: String.t()
+
+  @typedoc "The options under the release's `plugboard:` key."
+  @type option ::
+          {:targets, [{atom() | String.t(), source()}]}
+          | {:companions, [{atom() | String.t(), String.t() | [String.t()]}]}
+          | {:priority, [{atom() | String.t(), integer()}]}
+          | {:probes, [{atom() | String.t(), :none | :cuda | :rocm | :tpu | String.t()}]}
+          | {:create_options, [{atom() | String.t(), [{atom() | String.t(), term()}]}]}
+          | {:lock_file, Path.t()}
+          | {:offline, Path.t() | nil}
+          | {:cache, Path.t()}
+          | {:python, Path.t()}
+          | {:callback_bridge, boolean()}
+
+  @known [:targets, :companions, :priority, :probes, :create_options, :lock_file, :offline, :cache, :python, :callback_bridge]
+
+  @doc """
+  The release step: fetches the configured targets, writes the bundle into the release's copy of
+  the `:plugboard` application (`priv/bundle`) and returns the release. Raises `Mix.Error` when the
+  bundle cannot be made.
+  """
+  @spec embed(Mix.Release.t()) :: Mix.Release.t()
+  def embed(release) do
+    opts = Keyword.get(release.options, :plugboard) || Mix.raise("plugboard: release #{release.name} has no plugboard: [targets: ...] options")
+
+    case Keyword.keys(opts) -- @known do
+      [] -> :ok
+      unknown -> Mix.raise("plugboard: unknown option(s) #{inspect(unknown)} in release #{release.name}; known: #{inspect(@known)}")
+    end
+
+    root = Path.dirname(Mix.Project.project_file())
+
+    targets =
+      for {name, source} <- pairs(opts[:targets]) ++ extra_targets(System.get_env("PLUGBOARD_EXTRA_TARGETS")),
+          do: {name, if(package?(source), do: source, else: Path.expand(source, root))}
+
+    if targets == [], do: Mix.raise("plugboard: release #{release.name} names no target (plugboard: [targets: [cpu: \"xla-cpu-pjrt==0.0.1\"]])")
+
+    app = app_dir(release)
+    cli = Path.join([app, "priv", "bin", "plugboard"])
+    bundle = Path.join([app, "priv", "bundle"])
+    fetching = fetch_args(opts, root)
+
+    # Fetched first, on its own: one line per package says whether it came from the cache.
+    packages = for {_, source} <- targets, package?(source), uniq: true, do: source
+    if packages != [], do: cli!(cli, ["fetch" | packages] ++ fetching, release, targets)
+
+    File.rm_rf!(bundle)
+    target_args = Enum.flat_map(targets, fn {name, source} -> ["--target", "#{name}=#{source}"] end)
+    cli!(cli, ["bundle", "--out", bundle] ++ target_args ++ layout_args(opts) ++ fetching, release, targets)
+    release
+  end
+
+  # The plugboard application inside the release (the CLI shipped with it is the one that runs).
+  defp app_dir(release) do
+    case release.applications[:plugboard] do
+      nil -> Mix.raise("plugboard: release #{release.name} does not include the :plugboard application")
+      app -> Path.join([release.path, "lib", "plugboard-#{app[:vsn]}"])
+    end
+  end
+
+  defp fetch_args(opts, root) do
+    wheels = non_empty(System.get_env("PLUGBOARD_WHEELS")) || opts[:offline]
+
+    ["--lock", "--lock-file", Path.expand(opts[:lock_file] || "plugboard.lock", root)] ++
+      if(wheels, do: ["--offline", "--from", Path.expand(wheels, root)], else: []) ++
+      if(opts[:cache], do: ["--cache", Path.expand(opts[:cache], root)], else: []) ++
+      if(opts[:python], do: ["--python", opts[:python]], else: [])
+  end
+
+  defp layout_args(opts) do
+    Enum.flat_map(pairs(opts[:companions]), fn {name, specs} -> Enum.flat_map(List.wrap(specs), &["--companion", "#{name}=#{&1}"]) end) ++
+      Enum.flat_map(pairs(opts[:priority]), fn {name, n} -> ["--priority", "#{name}=#{n}"] end) ++
+      Enum.flat_map(pairs(opts[:probes]), fn {name, kind} -> ["--probe", "#{name}=#{kind}"] end) ++
+      Enum.flat_map(pairs(opts[:create_options]), fn {name, kvs} ->
+        Enum.flat_map(kvs, fn {k, v} -> ["--create-option", "#{name}:#{k}=#{v}"] end)
+      end) ++
+      if(opts[:callback_bridge] == false, do: ["--no-callback-bridge"], else: [])
+  end
+
+  defp cli!(cli, args, release, targets) do
+    unless File.exists?(cli), do: Mix.raise("plugboard: the CLI #{cli} is missing from release #{release.name}")
+    {output, status} = System.cmd(cli, args, stderr_to_stdout: true)
+
+    if status == 0 do
+      for line <- String.split(output, "\n", trim: true), do: Mix.shell().info("plugboard: " <> line)
+    else
+      # The targets the CLI's error names (by package or path), else all of them.
+      named = for {name, source} <- targets, String.contains?(output, source), do: "#{name} (#{source})"
+      named = if named == [], do: Enum.map(targets, fn {name, source} -> "#{name} (#{source})" end), else: named
+
+      Mix.raise(
+        "plugboard: release #{release.name}: cannot embed target(s) #{Enum.join(named, ", ")}: " <>
+          "`plugboard #{hd(args)}` exited with status #{status}:\n" <> String.trim(output)
+      )
+    end
+  end
+
+  defp package?(source), do: String.contains?(source, "==")
+
+  defp pairs(nil), do: []
+  defp pairs(list), do: Enum.map(list, fn {k, v} -> {to_string(k), v} end)
+
+  defp extra_targets(nil), do: []
+
+  defp extra_targets(text) do
+    for entry <- String.split(text, ",", trim: true) do
+      case String.split(String.trim(entry), "=", parts: 2) do
+        [name, source] when name != "" and source != "" -> {name, source}
+        _ -> Mix.raise("plugboard: PLUGBOARD_EXTRA_TARGETS entry #{inspect(entry)} is not name=/path/plugin.so")
+      end
+    end
+  end
+
+  defp non_empty(nil), do: nil
+  defp non_empty(""), do: nil
+  defp non_empty(s), do: s
+end
