@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Sets everything up (scripts/setup.sh) and runs all tests: a regular build, then the same tests
-# under AddressSanitizer + UndefinedBehaviorSanitizer, then the threaded tests under ThreadSanitizer.
+# Sets everything up (scripts/setup.sh) and runs all tests: a regular build with the Elixir package's
+# tests over it (scripts/test_elixir.sh), then the C++ tests under AddressSanitizer +
+# UndefinedBehaviorSanitizer, then the threaded tests under ThreadSanitizer.
 #
 #   scripts/test.sh [--no-sanitize]
 set -euo pipefail
@@ -12,6 +13,7 @@ jobs=$(nproc)
 "$root/scripts/setup.sh" --build-dir "$root/build"
 echo "[test] regular build"
 (cd "$root/build" && ctest --output-on-failure -j "$jobs")
+"$root/scripts/test_elixir.sh" "$root/build"
 
 if [ $sanitize -eq 1 ]; then
   "$root/scripts/setup.sh" --build-dir "$root/build-sanitize" --sanitize

@@ -162,6 +162,11 @@ TEST_P(FacadeTest, OnCompleteAfterTheExecutionFinishedStillRunsOnADeliveryThread
   auto run = exe.execute(args);
   ASSERT_TRUE(run);
   ASSERT_TRUE(run->await());
+  EXPECT_TRUE(run->finished());  // await() would return at once
+  Execution moved = std::move(*run);
+  EXPECT_FALSE(run->finished());
+  EXPECT_TRUE(moved.finished());
+  *run = std::move(moved);
   std::promise<std::thread::id> where;
   ASSERT_TRUE(run->on_complete([&](Status) { where.set_value(std::this_thread::get_id()); }));
   auto f = where.get_future();
@@ -395,6 +400,7 @@ TEST_P(FacadeTest, AnUnfinishedExecutionDroppedFromAnotherThreadNeverBlocksIt) {
     std::unique_lock lock(sync->m);
     ASSERT_TRUE(sync->cv.wait_for(lock, 30s, [&] { return sync->entered; }));  // inside the callback
   }
+  EXPECT_FALSE(run->finished()) << "held in a blocking callback";
   std::chrono::steady_clock::duration drop_took{};
   // The test lets go of the program as well, so that the execution's state is its last owner when
   // the plugin finishes (what a binding's garbage collector does): it must then be released on a

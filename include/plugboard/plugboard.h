@@ -241,6 +241,10 @@ class Execution {
   // been delivered, on a delivery thread (never this thread, never a plugin's), whether the execution
   // is running or long finished. One per execution. `done` must not block for long.
   PLUGBOARD_API Status on_complete(std::function<void(Status)> done) noexcept;
+  // True when await() would return at once: the plugin ran the program inside execute() (XLA's CPU
+  // client does that for small programs), or it finished since. Never waits. False for an execution
+  // with host callbacks until await() has returned (its ordered calls may still be on their way).
+  PLUGBOARD_API bool finished() const noexcept;
   // Host calls this execution made, by kind (final once complete).
   PLUGBOARD_API uint64_t blocking_calls() const noexcept;
   PLUGBOARD_API uint64_t ordered_calls() const noexcept;

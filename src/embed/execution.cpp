@@ -83,4 +83,15 @@ uint64_t Execution::ordered_calls() const noexcept {
   return impl_ && impl_->with_callbacks ? impl_->with_callbacks->ordered_calls() : 0;
 }
 
+bool Execution::finished() const noexcept {
+  if (!impl_) return false;
+  if (impl_->result) return true;
+  if (impl_->with_callbacks) return false;  // its ordered calls may still be in delivery
+  try {
+    return impl_->done.empty() || impl_->done.is_ready();
+  } catch (...) {
+    return false;
+  }
+}
+
 }  // namespace plugboard::api

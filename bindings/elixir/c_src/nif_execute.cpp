@@ -14,6 +14,8 @@
 namespace plugboard::nif {
 namespace {
 
+ERL_NIF_TERM make_outputs(ErlNifEnv* env, std::vector<api::Buffer>& outputs);
+
 // What an execution's completion needs: where to send, and the outputs (moved here before the
 // completion is asked for, so that it never races with the move).
 struct Completion {
@@ -26,9 +28,7 @@ struct Completion {
     ErlNifEnv* e = msg.get();
     ERL_NIF_TERM outcome;
     if (status) {
-      std::vector<ERL_NIF_TERM> buffers;
-      for (api::Buffer& b : outputs) buffers.push_back(make_buffer_term(e, std::move(b)));
-      outcome = make_ok(e, make_list(e, buffers));
+      outcome = make_outputs(e, outputs);
     } else {
       outcome = make_error(e, status.error());
     }
@@ -114,19 +114,33 @@ struct Launch {
   api::ExecuteOptions options;
   std::shared_ptr<Completion> completion;
 
-  Status start() {
+  Expected<api::Execution> begin() {
     Expected<api::Execution> execution = executable.execute(args.pointers, options);
-    if (!execution) {
-      args.give_back();
-      return std::unexpected(std::move(execution).error());
-    }
+    if (!execution) args.give_back();
     args.buffers.clear();  // donated buffers were consumed; the others stay with their resources
-    completion->outputs = std::move(execution->outputs());
+    return execution;
+  }
+
+  // The outcome arrives by message, from the execution's completion.
+  Status start() {
+    Expected<api::Execution> execution = begin();
+    if (!execution) return std::unexpected(std::move(execution).error());
+    return report_on_completion(*execution);
+  }
+
+  Status report_on_completion(api::Execution& execution) {
+    completion->outputs = std::move(execution.outputs());
     auto completion_ref = completion;
     // Dropping the execution never waits; its completion still runs.
-    return execution->on_complete([completion_ref](Status s) { completion_ref->send(std::move(s)); });
+    return execution.on_complete([completion_ref](Status s) { completion_ref->send(std::move(s)); });
   }
 };
+
+ERL_NIF_TERM make_outputs(ErlNifEnv* env, std::vector<api::Buffer>& outputs) {
+  std::vector<ERL_NIF_TERM> buffers;
+  for (api::Buffer& b : outputs) buffers.push_back(make_buffer_term(env, std::move(b)));
+  return make_ok(env, make_list(env, buffers));
+}
 
 }  // namespace
 
@@ -176,7 +190,18 @@ PB_NIF(nif_execute) {
     if (!args) return make_error(env, args.error());
     launch->args = std::move(*args);
 
-    if (!may_wait) return make_status(env, launch->start());
+    if (!may_wait) {
+      Expected<api::Execution> execution = launch->begin();
+      if (!execution) return make_error(env, execution.error());
+      // The plugin ran it inside execute() (small programs on CPU): the outputs go back at once,
+      // without a message ({:done, outcome}).
+      if (execution->finished()) {
+        Status status = execution->await();
+        return enif_make_tuple2(env, atom(env, "done"),
+                                status ? make_outputs(env, execution->outputs()) : make_error(env, status.error()));
+      }
+      return make_status(env, launch->report_on_completion(*execution));
+    }
     bool queued = run_off_scheduler([launch] {
       if (Status s = launch->start(); !s) launch->completion->send(std::move(s));
     });

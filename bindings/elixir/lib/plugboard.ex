@@ -296,6 +296,8 @@ defmodule Plugboard do
 
       case Native.execute(r, args, Keyword.get(opts, :donate, []), Keyword.get(opts, :device, 0), routes, limit, self(), ref) do
         :ok -> {:ok, %Run{ref: ref, blocking: functions.(blocking), ordered: functions.(ordered), executable: exe.name}}
+        # Finished inside the call (a small program on CPU): nothing to wait for.
+        {:done, outcome} -> {:ok, %Run{ref: ref, blocking: %{}, ordered: %{}, executable: exe.name, done: outcome}}
         {:error, _} = error -> error
       end
     end
@@ -329,7 +331,9 @@ defmodule Plugboard do
   failed callback's, or the first error of an ordered callback function run here).
   """
   @spec await(Run.t(), timeout()) :: result([Buffer.t()])
-  def await(%Run{} = run, timeout \\ :infinity), do: await_loop(run, timeout, nil)
+  def await(run, timeout \\ :infinity)
+  def await(%Run{done: nil} = run, timeout), do: await_loop(run, timeout, nil)
+  def await(%Run{done: outcome}, _timeout), do: outcome
 
   # Only the calls bound to functions are this loop's; those bound to this very process stay in its
   # mailbox for it to read afterwards.

@@ -132,6 +132,6 @@ defmodule Plugboard.Run do
   An execution in flight, from `Plugboard.run_async/3`; `Plugboard.await/2` waits for it (and runs
   its host callbacks that are Elixir functions, in the process that started it).
   """
-  @type t :: %__MODULE__{ref: reference(), blocking: map(), ordered: map(), executable: String.t()}
-  defstruct [:ref, :blocking, :ordered, :executable]
+  @type t :: %__MODULE__{ref: reference(), blocking: map(), ordered: map(), executable: String.t(), done: term()}
+  defstruct [:ref, :blocking, :ordered, :executable, :done]
 end
