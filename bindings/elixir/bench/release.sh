@@ -14,7 +14,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 compute=$(cd "$here/../sample/apps/compute" && pwd)
-lock=$(cd "$here/../sample" && pwd)/plugboard.lock
+sample_lock=$(cd "$here/../sample" && pwd)/plugboard.lock
 work=${1:-${TMPDIR:-/tmp}/plugboard-release-bench}
 runs=${RUNS:-5}
 deps=${PLUGBOARD_DEPS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/plugboard/deps}
@@ -25,6 +25,8 @@ unset PLUGBOARD_TARGET PLUGBOARD_TARGETS PLUGBOARD_EXTRA_TARGETS MIX_BUILD_ROOT
 mkdir -p "$work/project"
 work=$(cd "$work" && pwd)
 proj=$work/project
+lock=$work/plugboard.lock   # a copy of the sample's: the hashes are held to it, the source tree is not written
+cp "$sample_lock" "$lock"
 cat > "$proj/mix.exs" <<EOF
 defmodule ReleaseBench.MixProject do
   use Mix.Project

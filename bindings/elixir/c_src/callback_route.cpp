@@ -132,7 +132,7 @@ Status send_blocking(const ExecutionRoutes& routes, const ErlNifPid& pid, const 
   for (const TensorView& t : call.operands()) operands.push_back(make_host_tensor(env, t.dtype, t.dims, t.bytes));
   for (const MutableTensorView& t : call.results())
     results.push_back(enif_make_tuple2(env, make_dtype(env, t.dtype), make_shape(env, t.dims)));
-  ERL_NIF_TERM value = make_struct(env, "Plugboard.Call",
+  ERL_NIF_TERM value = make_struct(env, "Elixir.Plugboard.Call",
                                    {{"resource", resource},
                                     {"name", make_string(env, name)},
                                     {"operands", make_list(env, operands)},
@@ -151,7 +151,7 @@ Status send_ordered(const ExecutionRoutes& routes, const ErlNifPid& pid, const O
   std::vector<ERL_NIF_TERM> operands;
   for (const io::HostArray& a : call.operands)
     operands.push_back(make_host_tensor(env, a.dtype, a.dims, std::span<const std::byte>(a.data)));
-  ERL_NIF_TERM value = make_struct(env, "Plugboard.OrderedCall",
+  ERL_NIF_TERM value = make_struct(env, "Elixir.Plugboard.OrderedCall",
                                    {{"name", make_string(env, call.name)},
                                     {"execution", enif_make_uint64(env, call.execution)},
                                     {"sequence", enif_make_uint64(env, call.sequence)},

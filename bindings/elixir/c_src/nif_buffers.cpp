@@ -16,7 +16,7 @@ ERL_NIF_TERM make_buffer_term(ErlNifEnv* env, api::Buffer buffer) {
   ERL_NIF_TERM shape = make_shape(env, buffer.dims());
   ERL_NIF_TERM device = enif_make_int(env, buffer.device());
   ERL_NIF_TERM resource = make_resource<BufferResource>(env, std::make_shared<api::Buffer>(std::move(buffer)));
-  return make_struct(env, "Plugboard.Buffer",
+  return make_struct(env, "Elixir.Plugboard.Buffer",
                      {{"resource", resource}, {"dtype", dtype}, {"shape", shape}, {"device", device}});
 }
 

@@ -25,7 +25,7 @@ ERL_NIF_TERM make_executable_term(ErlNifEnv* env, std::shared_ptr<const api::Cli
   ERL_NIF_TERM results = make_types(env, exe.results());
   ERL_NIF_TERM name = make_string(env, exe.name());
   ERL_NIF_TERM resource = make_resource<ExecutableResource>(env, ExecutableResource{std::move(client), std::move(exe)});
-  return make_struct(env, "Plugboard.Executable",
+  return make_struct(env, "Elixir.Plugboard.Executable",
                      {{"resource", resource}, {"name", name}, {"parameters", parameters}, {"results", results},
                       {"callbacks", make_list(env, callbacks)}});
 }

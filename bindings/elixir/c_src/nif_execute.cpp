@@ -19,8 +19,10 @@ ERL_NIF_TERM make_outputs(ErlNifEnv* env, std::vector<api::Buffer>& outputs);
 // What an execution's completion needs: where to send, and the outputs (moved here before the
 // completion is asked for, so that it never races with the move).
 struct Completion {
-  std::shared_ptr<const ExecutionRoutes> routes;
+  Completion(ErlNifPid to, ERL_NIF_TERM run_ref) : caller(to), ref(enif_make_copy(env.get(), run_ref)) {}
+  OwnedEnv env;  // holds ref
   ErlNifPid caller{};
+  ERL_NIF_TERM ref;
   std::vector<api::Buffer> outputs;
 
   void send(Status status) {
@@ -33,7 +35,7 @@ struct Completion {
       outcome = make_error(e, status.error());
     }
     outputs.clear();
-    send_from_thread(caller, msg, enif_make_tuple3(e, atom(e, "plugboard_done"), enif_make_copy(e, routes->ref), outcome));
+    send_from_thread(caller, msg, enif_make_tuple3(e, atom(e, "plugboard_done"), enif_make_copy(e, ref), outcome));
   }
 };
 
@@ -166,27 +168,25 @@ PB_NIF(nif_execute) {
     auto caller = get_pid(env, argv[6], "caller");
     if (!caller) return make_error(env, caller.error());
 
-    auto routes = std::make_shared<ExecutionRoutes>();
-    routes->ref = enif_make_copy(routes->env.get(), argv[7]);
-    routes->routes = std::move(*route_list);
-    routes->blocking_limit = limit;
     // A program with host callbacks may make PJRT_LoadedExecutable_Execute wait: a blocking callback
     // run inline waits for an Elixir process, and XLA's CPU client runs the executions of programs
     // with side effects one after another, so that one started inline waits for the previous one (held
     // in its callbacks, whose answers need a scheduler). Those start off the schedulers.
-    const bool may_wait = !routes->routes.empty();
+    const bool may_wait = !route_list->empty();
 
-    auto launch = std::make_shared<Launch>(Launch{exe->client, exe->executable, {}, {}, std::make_shared<Completion>()});
-    launch->completion->routes = routes;
-    launch->completion->caller = *caller;
+    auto launch = std::make_shared<Launch>(Launch{exe->client, exe->executable, {}, {}, nullptr});
     launch->options.device = static_cast<int>(*device);
-    launch->options.donate = donate;
-    if (!routes->routes.empty()) {
-      auto receiver = make_receiver(routes);
+    launch->options.donate = std::move(donate);
+    if (may_wait) {
+      auto routes = std::make_shared<ExecutionRoutes>();
+      routes->ref = enif_make_copy(routes->env.get(), argv[7]);
+      routes->routes = std::move(*route_list);
+      routes->blocking_limit = limit;
+      auto receiver = make_receiver(std::move(routes));
       if (!receiver) return make_error(env, receiver.error());
       launch->options.callbacks = std::move(*receiver);
     }
-    auto args = take_arguments(env, argv[1], donate);
+    auto args = take_arguments(env, argv[1], launch->options.donate);
     if (!args) return make_error(env, args.error());
     launch->args = std::move(*args);
 
@@ -200,8 +200,10 @@ PB_NIF(nif_execute) {
         return enif_make_tuple2(env, atom(env, "done"),
                                 status ? make_outputs(env, execution->outputs()) : make_error(env, status.error()));
       }
+      launch->completion = std::make_shared<Completion>(*caller, argv[7]);
       return make_status(env, launch->report_on_completion(*execution));
     }
+    launch->completion = std::make_shared<Completion>(*caller, argv[7]);
     bool queued = run_off_scheduler([launch] {
       if (Status s = launch->start(); !s) launch->completion->send(std::move(s));
     });

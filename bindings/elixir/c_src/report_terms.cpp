@@ -6,8 +6,8 @@ namespace plugboard::nif {
 namespace {
 
 ERL_NIF_TERM make_stage(ErlNifEnv* env, const api::StageReport& s) {
-  return make_struct(env, "Plugboard.Report.Stage",
-                     {{"stage", atom(env, s.stage.c_str())},
+  return make_struct(env, "Elixir.Plugboard.Report.Stage",
+                     {{"stage", atom(env, s.stage)},
                       {"passed", atom(env, s.passed ? "true" : "false")},
                       {"ms", enif_make_double(env, s.ms)},
                       {"detail", make_string(env, s.detail)}});
@@ -19,13 +19,13 @@ ERL_NIF_TERM make_candidate(ErlNifEnv* env, const api::CandidateReport& c) {
   std::string verdict = c.verdict;
   for (char& ch : verdict)
     if (ch == ' ') ch = '_';  // "not tried" → :not_tried
-  return make_struct(env, "Plugboard.Report.Candidate",
+  return make_struct(env, "Elixir.Plugboard.Report.Candidate",
                      {{"name", make_string(env, c.name)},
                       {"platform", make_string(env, c.platform)},
                       {"source", make_string(env, c.source)},
                       {"path", make_string(env, c.path.string())},
-                      {"verdict", atom(env, verdict.c_str())},
-                      {"failed_stage", c.failed_stage ? atom(env, c.failed_stage->c_str()) : make_nil(env)},
+                      {"verdict", atom(env, verdict)},
+                      {"failed_stage", c.failed_stage ? atom(env, *c.failed_stage) : make_nil(env)},
                       {"error", c.error ? make_error_struct(env, *c.error) : make_nil(env)},
                       {"excluded_because", c.excluded_because.empty() ? make_nil(env) : make_string(env, c.excluded_because)},
                       {"isolated", atom(env, c.isolated ? "true" : "false")},
@@ -39,7 +39,7 @@ ERL_NIF_TERM make_report(ErlNifEnv* env, const api::Report& report) {
   for (const auto& c : report.candidates) candidates.push_back(make_candidate(env, c));
   for (const auto& n : report.notes) notes.push_back(make_string(env, n));
   ERL_NIF_TERM chosen = report.chosen ? make_string(env, report.candidates[*report.chosen].name) : make_nil(env);
-  return make_struct(env, "Plugboard.Report",
+  return make_struct(env, "Elixir.Plugboard.Report",
                      {{"policy", make_string(env, report.policy)},
                       {"chosen", chosen},
                       {"candidates", make_list(env, candidates)},

@@ -2,6 +2,8 @@
 
 #include <cctype>
 #include <cstring>
+#include <functional>
+#include <unordered_map>
 
 namespace plugboard::nif {
 
@@ -9,10 +11,23 @@ bool send_from_thread(const ErlNifPid& to, OwnedEnv& env, ERL_NIF_TERM message) 
   return enif_send(nullptr, &to, env.get(), message) != 0;
 }
 
-ERL_NIF_TERM atom(ErlNifEnv* env, const char* name) {
+namespace {
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+}  // namespace
+
+// Atoms are the same term in every environment and are never freed: each thread remembers the ones
+// it made (the atom table's lookup costs more than this map's).
+ERL_NIF_TERM atom(ErlNifEnv* env, std::string_view name) {
+  thread_local std::unordered_map<std::string, ERL_NIF_TERM, StringHash, std::equal_to<>> known;
+  if (auto it = known.find(name); it != known.end()) return it->second;
   ERL_NIF_TERM a;
-  if (enif_make_existing_atom(env, name, &a, ERL_NIF_LATIN1)) return a;
-  return enif_make_atom(env, name);
+  if (!enif_make_existing_atom_len(env, name.data(), name.size(), &a, ERL_NIF_LATIN1))
+    a = enif_make_atom_len(env, name.data(), name.size());
+  known.emplace(std::string(name), a);
+  return a;
 }
 
 ERL_NIF_TERM make_bytes(ErlNifEnv* env, std::span<const std::byte> bytes) {
@@ -40,7 +55,7 @@ ERL_NIF_TERM make_struct(ErlNifEnv* env, const char* module,
   keys.reserve(fields.size() + 1);
   values.reserve(fields.size() + 1);
   keys.push_back(atom(env, "__struct__"));
-  values.push_back(atom(env, (std::string("Elixir.") + module).c_str()));
+  values.push_back(atom(env, module));
   for (const auto& [k, v] : fields) {
     keys.push_back(atom(env, k));
     values.push_back(v);
@@ -57,8 +72,8 @@ ERL_NIF_TERM make_error_struct(ErlNifEnv* env, const Error& error) {
   const auto& context = error.context();
   for (auto it = context.rbegin(); it != context.rend(); ++it) message += *it + ": ";
   message += error.message();
-  return make_struct(env, "Plugboard.Error",
-                     {{"__exception__", atom(env, "true")}, {"code", atom(env, code.c_str())}, {"message", make_string(env, message)}});
+  return make_struct(env, "Elixir.Plugboard.Error",
+                     {{"__exception__", atom(env, "true")}, {"code", atom(env, code)}, {"message", make_string(env, message)}});
 }
 
 ERL_NIF_TERM make_error(ErlNifEnv* env, const Error& error) {
@@ -73,7 +88,7 @@ ERL_NIF_TERM make_status(ErlNifEnv* env, const Status& status) {
   return status ? atom(env, "ok") : make_error(env, status.error());
 }
 
-ERL_NIF_TERM make_dtype(ErlNifEnv* env, DType dtype) { return atom(env, dtype_name(dtype).c_str()); }
+ERL_NIF_TERM make_dtype(ErlNifEnv* env, DType dtype) { return atom(env, dtype_name(dtype)); }
 
 ERL_NIF_TERM make_shape(ErlNifEnv* env, std::span<const int64_t> dims) {
   std::vector<ERL_NIF_TERM> items;
@@ -84,7 +99,7 @@ ERL_NIF_TERM make_shape(ErlNifEnv* env, std::span<const int64_t> dims) {
 
 ERL_NIF_TERM make_host_tensor(ErlNifEnv* env, DType dtype, std::span<const int64_t> dims,
                               std::span<const std::byte> bytes) {
-  return make_struct(env, "Plugboard.HostTensor",
+  return make_struct(env, "Elixir.Plugboard.HostTensor",
                      {{"data", make_bytes(env, bytes)}, {"dtype", make_dtype(env, dtype)}, {"shape", make_shape(env, dims)}});
 }
 

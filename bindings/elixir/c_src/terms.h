@@ -39,12 +39,12 @@ class OwnedEnv {
 // False when the process is gone.
 bool send_from_thread(const ErlNifPid& to, OwnedEnv& env, ERL_NIF_TERM message);
 
-ERL_NIF_TERM atom(ErlNifEnv* env, const char* name);
+ERL_NIF_TERM atom(ErlNifEnv* env, std::string_view name);
 ERL_NIF_TERM make_string(ErlNifEnv* env, std::string_view text);  // an Elixir string (UTF-8 binary)
 ERL_NIF_TERM make_bytes(ErlNifEnv* env, std::span<const std::byte> bytes);
 ERL_NIF_TERM make_ok(ErlNifEnv* env, ERL_NIF_TERM value);
 ERL_NIF_TERM make_list(ErlNifEnv* env, const std::vector<ERL_NIF_TERM>& items);
-// A struct: `%Module{key: value, ...}` (module without the "Elixir." prefix).
+// A struct: `%Module{key: value, ...}` (module as an atom name: "Elixir.Plugboard.Buffer").
 ERL_NIF_TERM make_struct(ErlNifEnv* env, const char* module,
                          std::initializer_list<std::pair<const char*, ERL_NIF_TERM>> fields);
 ERL_NIF_TERM make_nil(ErlNifEnv* env);

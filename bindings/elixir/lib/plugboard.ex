@@ -280,13 +280,8 @@ defmodule Plugboard do
   """
   @spec run_async(Executable.t(), [Buffer.t()], keyword()) :: result(Run.t())
   def run_async(%Executable{resource: r} = exe, args, opts \\ []) when is_list(args) do
-    blocking = Map.new(Keyword.get(opts, :callbacks, %{}), fn {k, v} -> {to_string(k), v} end)
-    ordered = Map.new(Keyword.get(opts, :ordered, %{}), fn {k, v} -> {to_string(k), v} end)
-    ordered = Map.put_new(ordered, "plugboard.print", :logger)
-
-    with {:ok, routes} <- routes(exe, blocking, ordered) do
+    with {:ok, routes, blocking, ordered} <- bindings(exe, opts) do
       ref = make_ref()
-      functions = fn map -> for {k, f} <- map, is_function(f), into: %{}, do: {k, f} end
 
       limit =
         case Keyword.get(opts, :callback_timeout, 60_000) do
@@ -295,12 +290,25 @@ defmodule Plugboard do
         end
 
       case Native.execute(r, args, Keyword.get(opts, :donate, []), Keyword.get(opts, :device, 0), routes, limit, self(), ref) do
-        :ok -> {:ok, %Run{ref: ref, blocking: functions.(blocking), ordered: functions.(ordered), executable: exe.name}}
+        :ok -> {:ok, %Run{ref: ref, blocking: blocking, ordered: ordered, executable: exe.name}}
         # Finished inside the call (a small program on CPU): nothing to wait for.
         {:done, outcome} -> {:ok, %Run{ref: ref, blocking: %{}, ordered: %{}, executable: exe.name, done: outcome}}
         {:error, _} = error -> error
       end
     end
+  end
+
+  # The routes of the program's host callbacks, and the functions this process runs for them.
+  defp bindings(%Executable{callbacks: []}, _opts), do: {:ok, [], %{}, %{}}
+
+  defp bindings(exe, opts) do
+    blocking = Map.new(Keyword.get(opts, :callbacks, %{}), fn {k, v} -> {to_string(k), v} end)
+    ordered = Map.new(Keyword.get(opts, :ordered, %{}), fn {k, v} -> {to_string(k), v} end)
+    ordered = Map.put_new(ordered, "plugboard.print", :logger)
+    functions = fn map -> for {k, f} <- map, is_function(f), into: %{}, do: {k, f} end
+
+    with {:ok, routes} <- routes(exe, blocking, ordered),
+         do: {:ok, routes, functions.(blocking), functions.(ordered)}
   end
 
   # One route per host callback the program calls that is bound here: {name, pid, ordered?}.

@@ -77,7 +77,7 @@ defmodule Plugboard.Release do
 
     targets =
       for {name, source} <- pairs(opts[:targets]) ++ extra_targets(System.get_env("PLUGBOARD_EXTRA_TARGETS")),
-          do: {name, if(package?(source), do: source, else: Path.expand(source, root))}
+          do: {name, source(name, source, root)}
 
     if targets == [], do: Mix.raise("plugboard: release #{release.name} names no target (plugboard: [targets: [cpu: \"xla-cpu-pjrt==0.0.1\"]])")
 
@@ -140,6 +140,12 @@ defmodule Plugboard.Release do
       )
     end
   end
+
+  defp source(_name, source, root) when is_binary(source),
+    do: if(package?(source), do: source, else: Path.expand(source, root))
+
+  defp source(name, source, _),
+    do: Mix.raise("plugboard: target #{name} is #{inspect(source)}: give \"PACKAGE==VERSION\" or the path of a plugin file")
 
   defp package?(source), do: String.contains?(source, "==")
 
