@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets everything up (scripts/setup.sh) and runs all tests: a regular build with the Elixir package's
-# tests over it (scripts/test_elixir.sh), then the C++ tests under AddressSanitizer +
+# tests over it (scripts/test_elixir.sh), then the C++ tests and ExUnit under AddressSanitizer +
 # UndefinedBehaviorSanitizer, then the threaded tests under ThreadSanitizer.
 #
 #   scripts/test.sh [--no-sanitize]
@@ -24,6 +24,7 @@ if [ $sanitize -eq 1 ]; then
   export LSAN_OPTIONS="suppressions=$root/tests/lsan.supp:print_suppressions=0"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   (cd "$root/build-sanitize" && ctest --output-on-failure -j "$jobs")
+  "$root/scripts/test_elixir.sh" --sanitize "$root/build-sanitize"
   echo "[test] ThreadSanitizer build (threaded callbacks, fetches, plugin loads, bundle assembly, CLI callback commands)"
   "$root/scripts/tsan.sh" "$root/build-tsan"
 fi

@@ -4,9 +4,16 @@
 # Uses the C++ build in BUILD_DIR (default build/): its install tree becomes the package's native
 # library (PLUGBOARD_PREFIX), its fault plugins the tests' (PLUGBOARD_FAULT_DIR).
 #
-#   scripts/test_elixir.sh [BUILD_DIR]
+# With --sanitize, BUILD_DIR is an ASan + UBSan build (scripts/setup.sh --sanitize): the NIF is built
+# with the sanitizers too, into a build root of its own, and ExUnit runs with the ASan runtime
+# preloaded into the VM (the BEAM itself is not instrumented; leak checks are off, since the VM does
+# not free everything at exit). The release test runs in the regular pass only.
+#
+#   scripts/test_elixir.sh [--sanitize] [BUILD_DIR]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+sanitize=0
+[ "${1:-}" = "--sanitize" ] && { sanitize=1; shift; }
 build=$(cd "${1:-$root/build}" && pwd)
 deps=${PLUGBOARD_DEPS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/plugboard/deps}
 
@@ -16,6 +23,16 @@ export PLUGBOARD_PREFIX="$prefix" PLUGBOARD_FAULT_DIR="$build/tests" PLUGBOARD_D
 export PLUGBOARD_WERROR=${PLUGBOARD_WERROR:-ON}
 # Mix's own state (it never needs Hex here: the package has no Hex dependencies).
 export MIX_HOME=${MIX_HOME:-$build/mix-home}
+
+if [ $sanitize -eq 1 ]; then
+  echo "[elixir] ExUnit with the NIF and libplugboard under ASan + UBSan"
+  asan=$(gcc -print-file-name=libasan.so)
+  (cd "$root/bindings/elixir" && MIX_ENV=test MIX_BUILD_ROOT="$build/elixir-build" PLUGBOARD_NIF_SANITIZE=ON \
+     LD_PRELOAD="$asan" ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=1" \
+     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" mix test)
+  echo "[elixir] no sanitizer report"
+  exit 0
+fi
 
 echo "[elixir] ExUnit (bindings/elixir)"
 (cd "$root/bindings/elixir" && MIX_ENV=test mix test)

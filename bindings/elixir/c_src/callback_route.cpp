@@ -116,7 +116,7 @@ ERL_NIF_TERM make_attributes(ErlNifEnv* env, std::span<const CallbackAttribute> 
   return map;
 }
 
-Status send_blocking(const ExecutionRoutes& routes, const ErlNifPid& pid, const BlockingCall& call) {
+Status send_blocking(const ExecutionRoutes& routes, const ErlNifPid& pid, const BlockingCall& call) try {
   const std::string name(call.name());
   auto pending = std::make_shared<PendingCall>(name, call.results());
   OwnedEnv msg;
@@ -142,9 +142,11 @@ Status send_blocking(const ExecutionRoutes& routes, const ErlNifPid& pid, const 
   if (!send_from_thread(pid, msg, message))
     return make_error(Code::kAborted, "the process handling host callback " + name + " is not alive");
   return pending->wait(routes.blocking_limit);
+} catch (const std::exception& e) {
+  return make_error(Code::kResourceExhausted, "host callback " + std::string(call.name()) + ": " + e.what());
 }
 
-Status send_ordered(const ExecutionRoutes& routes, const ErlNifPid& pid, const OrderedCall& call) {
+Status send_ordered(const ExecutionRoutes& routes, const ErlNifPid& pid, const OrderedCall& call) try {
   OwnedEnv msg;
   if (!msg) return make_error(Code::kResourceExhausted, "no memory for host callback " + call.name + "'s message");
   ErlNifEnv* env = msg.get();
@@ -161,6 +163,8 @@ Status send_ordered(const ExecutionRoutes& routes, const ErlNifPid& pid, const O
   if (!send_from_thread(pid, msg, message))
     return make_error(Code::kUnavailable, "the process receiving ordered host calls to " + call.name + " is not alive");
   return ok();
+} catch (const std::exception& e) {
+  return make_error(Code::kResourceExhausted, "host callback " + call.name + ": " + e.what());
 }
 
 }  // namespace

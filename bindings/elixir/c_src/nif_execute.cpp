@@ -224,10 +224,7 @@ PB_NIF(nif_reply) {
       return make_error(env, Code::kInvalidArgument, "not a plugboard host call");
     CallResource* call = static_cast<ResourceSlot<CallResource>*>(handle)->object;
     Status answered = call->call->answer(env, argv[1]);
-    if (call->monitored) {
-      enif_demonitor_process(env, handle, &call->monitor);
-      call->monitored = false;
-    }
+    if (call->monitored.exchange(false)) enif_demonitor_process(env, handle, &call->monitor);
     return make_status(env, answered);
   });
 }

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <mutex>
+#include <atomic>
 #include <cstdint>
 #include <new>
 #include <string>
@@ -59,7 +60,7 @@ class PendingCall;
 struct CallResource {
   std::shared_ptr<PendingCall> call;
   ErlNifMonitor monitor{};
-  bool monitored = false;
+  std::atomic<bool> monitored{false};
   explicit CallResource(std::shared_ptr<PendingCall> c) : call(std::move(c)) {}
   ~CallResource();
 };
