@@ -1,12 +1,18 @@
 #include "callback_route.h"
 
 #include <cstring>
+#include <thread>
 
 #include "resources.h"
 
 namespace plugboard::nif {
 
 Status PendingCall::wait(std::optional<std::chrono::milliseconds> limit) {
+  // An Elixir process usually answers within tens of microseconds: look for the answer for a short
+  // while before sleeping (a sleeping thread takes as long again to wake).
+  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+  while (!decided_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < spin_until)
+    std::this_thread::yield();
   std::unique_lock lock(mutex_);
   auto decided = [&] { return state_ != State::kWaiting; };
   if (limit) {
@@ -28,6 +34,7 @@ void PendingCall::fail(Error error) {
     if (state_ != State::kWaiting) return;
     state_ = State::kFailed;
     error_ = std::move(error);
+    decided_.store(true, std::memory_order_release);
   }
   answered_.notify_all();
 }
@@ -49,6 +56,7 @@ Status PendingCall::answer(ErlNifEnv* env, ERL_NIF_TERM results) {
       state_ = State::kFailed;
       error_ = written.error();
     }
+    decided_.store(true, std::memory_order_release);
   }
   answered_.notify_all();
   return written;

@@ -9,6 +9,7 @@
 
 #include <erl_nif.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -42,6 +43,7 @@ class PendingCall {
   Status write_results(ErlNifEnv* env, ERL_NIF_TERM results);
   std::mutex mutex_;
   std::condition_variable answered_;
+  std::atomic<bool> decided_{false};  // state_ left kWaiting: lets wait() spin without the lock
   State state_ = State::kWaiting;
   std::optional<Error> error_;
   std::string name_;

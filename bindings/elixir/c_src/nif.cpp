@@ -29,6 +29,7 @@ ErlNifFunc functions[] = {
     {"buffer_to_binary", 3, nif_buffer_to_binary, 0},
     {"buffer_valid", 1, nif_buffer_valid, 0},
     {"execute", 8, nif_execute, 0},
+    {"measure_execute", 3, nif_measure_execute, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"reply", 2, nif_reply, 0},
     {"fail_call", 2, nif_fail_call, 0},
 };

@@ -45,6 +45,9 @@ struct Arguments {
   std::vector<std::shared_ptr<api::Buffer>> buffers;
   std::vector<BufferResource*> donated_from;  // parallel to buffers: the resource a donated one left
   std::vector<api::Buffer*> pointers;
+  Arguments() = default;
+  Arguments(Arguments&&) = default;
+  Arguments& operator=(Arguments&&) = default;
 
   void give_back() {
     for (size_t i = 0; i < buffers.size(); ++i)
@@ -174,9 +177,9 @@ PB_NIF(nif_execute) {
     // in its callbacks, whose answers need a scheduler). Those start off the schedulers.
     const bool may_wait = !route_list->empty();
 
-    auto launch = std::make_shared<Launch>(Launch{exe->client, exe->executable, {}, {}, nullptr});
-    launch->options.device = static_cast<int>(*device);
-    launch->options.donate = std::move(donate);
+    Launch here{exe->client, exe->executable, {}, {}, nullptr};
+    here.options.device = static_cast<int>(*device);
+    here.options.donate = std::move(donate);
     if (may_wait) {
       auto routes = std::make_shared<ExecutionRoutes>();
       routes->ref = enif_make_copy(routes->env.get(), argv[7]);
@@ -184,14 +187,14 @@ PB_NIF(nif_execute) {
       routes->blocking_limit = limit;
       auto receiver = make_receiver(std::move(routes));
       if (!receiver) return make_error(env, receiver.error());
-      launch->options.callbacks = std::move(*receiver);
+      here.options.callbacks = std::move(*receiver);
     }
-    auto args = take_arguments(env, argv[1], launch->options.donate);
+    auto args = take_arguments(env, argv[1], here.options.donate);
     if (!args) return make_error(env, args.error());
-    launch->args = std::move(*args);
+    here.args = std::move(*args);
 
     if (!may_wait) {
-      Expected<api::Execution> execution = launch->begin();
+      Expected<api::Execution> execution = here.begin();
       if (!execution) return make_error(env, execution.error());
       // The plugin ran it inside execute() (small programs on CPU): the outputs go back at once,
       // without a message ({:done, outcome}).
@@ -200,9 +203,10 @@ PB_NIF(nif_execute) {
         return enif_make_tuple2(env, atom(env, "done"),
                                 status ? make_outputs(env, execution->outputs()) : make_error(env, status.error()));
       }
-      launch->completion = std::make_shared<Completion>(*caller, argv[7]);
-      return make_status(env, launch->report_on_completion(*execution));
+      here.completion = std::make_shared<Completion>(*caller, argv[7]);
+      return make_status(env, here.report_on_completion(*execution));
     }
+    auto launch = std::make_shared<Launch>(std::move(here));
     launch->completion = std::make_shared<Completion>(*caller, argv[7]);
     bool queued = run_off_scheduler([launch] {
       if (Status s = launch->start(); !s) launch->completion->send(std::move(s));
@@ -212,6 +216,29 @@ PB_NIF(nif_execute) {
       return make_error(env, Code::kResourceExhausted, "no thread to start the execution on");
     }
     return atom(env, "ok");
+  });
+}
+
+// measure_execute(executable, args, iterations): ns per execute + await + dropping the outputs, the
+// C++ library's own dispatch on this thread (a dirty scheduler): the baseline of
+// bench/overhead.exs, measured in the same process as the Elixir calls it is compared with.
+PB_NIF(nif_measure_execute) {
+  (void)argc;
+  return guarded(env, "measuring execute", [&] {
+    auto* exe = get_resource<ExecutableResource>(env, argv[0]);
+    if (!exe) return make_error(env, Code::kInvalidArgument, "not a plugboard executable");
+    auto args = take_arguments(env, argv[1], {});
+    if (!args) return make_error(env, args.error());
+    auto n = get_int(env, argv[2], "iterations");
+    if (!n || *n <= 0) return make_error(env, Code::kInvalidArgument, "iterations must be a positive integer");
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < *n; ++i) {
+      auto execution = exe->executable.execute(args->pointers);
+      if (!execution) return make_error(env, execution.error());
+      if (Status s = execution->await(); !s) return make_error(env, s.error());
+    }
+    const auto ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    return make_ok(env, enif_make_double(env, ns / static_cast<double>(*n)));
   });
 }
 

@@ -43,6 +43,7 @@ PB_NIF(nif_buffer_to_binary);
 PB_NIF(nif_buffer_valid);
 // nif_execute.cpp
 PB_NIF(nif_execute);
+PB_NIF(nif_measure_execute);
 PB_NIF(nif_reply);
 PB_NIF(nif_fail_call);
 
