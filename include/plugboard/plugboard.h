@@ -150,6 +150,26 @@ struct CompileOptions {
   // Compile without a device assignment, so that the executable may run on any addressable device
   // (ExecuteOptions::device).
   bool portable = false;
+  // Look for the executable in the booted bundle's precompiled programs and in the persistent
+  // compile cache before compiling, and store what is compiled there (the cache's folder and size
+  // limit, or off: PLUGBOARD_COMPILE_CACHE, PLUGBOARD_COMPILE_CACHE_DIR, PLUGBOARD_COMPILE_CACHE_MAX_MB).
+  bool compile_cache = true;
+};
+
+// Where a compiled program's executable came from.
+enum class ExecutableSource {
+  kCompiled,      // the plugin compiled it
+  kCompileCache,  // loaded from the persistent compile cache
+  kPrecompiled,   // loaded from the precompiled programs of the bundle the client was booted from
+};
+
+struct CompileReport {
+  ExecutableSource source = ExecutableSource::kCompiled;
+  double ms = 0;                   // compiling, or loading (reading and checking the entry included)
+  std::string key;                 // the compile-cache key (64 hex digits); empty when no cache was used
+  std::filesystem::path entry;     // the entry loaded, or the one stored
+  std::vector<std::string> notes;  // entries refused on the way (tampered, corrupt, another build's), ...
+  std::string to_string() const;   // "compiled in 33.1 ms", "compile-cache hit (loaded in 1.2 ms)", ...
 };
 
 struct ArrayType {
@@ -277,6 +297,8 @@ class Executable {
   PLUGBOARD_API std::vector<ArrayType> results() const noexcept;
   // Every custom-call target the compiled program calls (nullopt when the plugin cannot tell).
   PLUGBOARD_API std::optional<std::vector<std::string>> custom_call_targets() const noexcept;
+  // How this executable was obtained (compiled, or loaded from a cache or the bundle).
+  PLUGBOARD_API const CompileReport& compile_report() const noexcept;
   // Those of them that are plugboard host callbacks: what a receiver must bind.
   PLUGBOARD_API std::vector<std::string> host_callbacks_needed() const noexcept;
   // NOT_FOUND naming each needed callback `receiver` does not bind (before the first run).

@@ -129,6 +129,28 @@ Status parse_companions(const json& t, const std::filesystem::path& dir, const s
   return ok();
 }
 
+// "precompiled": the programs compiled for this target when the bundle was made.
+Status parse_precompiled(const json& t, const std::filesystem::path& dir, const std::string& where, TargetEntry& e) {
+  const json* ps = optional_field(t, "precompiled");
+  if (!ps) return ok();
+  if (!ps->is_array()) return bad(dir, where + ".precompiled", "must be a list");
+  for (size_t k = 0; k < ps->size(); ++k) {
+    const std::string pw = where + ".precompiled[" + std::to_string(k) + "]";
+    const json& p = (*ps)[k];
+    if (!p.is_object()) return bad(dir, pw, "must be an object");
+    PrecompiledProgram pp;
+    PB_ASSIGN_OR_RETURN(pp.program, in_file(dir, sj::get_string(p, "program", pw)));
+    PB_ASSIGN_OR_RETURN(pp.file, get_file(p, dir, pw));
+    const std::filesystem::path name = std::filesystem::path(pp.file).filename();
+    if (name.extension() != ".pbx" || !is_sha256_hex(name.stem().string()))
+      return bad(dir, pw + ".file", "must name a compile-cache entry (<64 hex digits>.pbx), not '" + name.string() + "'");
+    PB_ASSIGN_OR_RETURN(pp.size, get_size(p, dir, pw));
+    PB_ASSIGN_OR_RETURN(pp.sha256, get_sha256(p, dir, pw));
+    e.precompiled.push_back(std::move(pp));
+  }
+  return ok();
+}
+
 Expected<TargetEntry> parse_target(const json& t, const std::filesystem::path& dir, const std::string& where) {
   if (!t.is_object()) return bad(dir, where, "must be an object");
   TargetEntry e;
@@ -144,6 +166,7 @@ Expected<TargetEntry> parse_target(const json& t, const std::filesystem::path& d
   PB_RETURN_IF_ERROR(parse_provenance(t, dir, where, e));
   PB_RETURN_IF_ERROR(parse_selection_fields(t, dir, where, e));
   PB_RETURN_IF_ERROR(parse_companions(t, dir, where, e));
+  PB_RETURN_IF_ERROR(parse_precompiled(t, dir, where, e));
   return e;
 }
 
@@ -259,6 +282,11 @@ Status write_manifest(const std::filesystem::path& dir, const Manifest& m) {
     t["companions"] = ojson::array();
     for (const auto& c : e.companions)
       t["companions"].push_back({{"file", c.file}, {"size", c.size}, {"sha256", c.sha256}, {"from", c.from}});
+    if (!e.precompiled.empty()) {
+      t["precompiled"] = ojson::array();
+      for (const auto& p : e.precompiled)
+        t["precompiled"].push_back({{"program", p.program}, {"file", p.file}, {"size", p.size}, {"sha256", p.sha256}});
+    }
     j["targets"].push_back(std::move(t));
   }
   const std::filesystem::path path = dir / kManifestName;
@@ -295,6 +323,12 @@ std::vector<select::Candidate> bundle_candidates(const std::filesystem::path& di
       auto cp = resolve_in_bundle(dir, e.companions[k].file, field);
       if (!cp && !c.problem) c.problem = cp.error();
       c.companions.push_back({cp ? *cp : dir / e.companions[k].file, e.companions[k].size, e.companions[k].sha256});
+    }
+    for (size_t k = 0; k < e.precompiled.size(); ++k) {
+      const std::string field = "targets[" + std::to_string(i) + "].precompiled[" + std::to_string(k) + "].file";
+      // An entry that no longer resolves inside the bundle is left out: its program is compiled.
+      if (auto pp = resolve_in_bundle(dir, e.precompiled[k].file, field))
+        c.precompiled.push_back({*pp, e.precompiled[k].size, e.precompiled[k].sha256});
     }
     out.push_back(std::move(c));
   }

@@ -37,6 +37,16 @@ struct CompanionFile {
   std::string from;  // "nvidia-cuda-runtime-cu13==13.0.96 (wheel sha256 …)"
 };
 
+// A program compiled for the target when the bundle was made (plugboard bundle --precompile): a
+// compile-cache entry (src/compile_cache/entry.h) at compiled/<target>/<key>.pbx, found at run time by
+// its key and held to this size and sha256.
+struct PrecompiledProgram {
+  std::string program;  // what it was compiled from, the path as given ("priv/model.mlir")
+  std::string file;     // relative to the bundle; its name is the entry's key + ".pbx"
+  uint64_t size = 0;
+  std::string sha256;
+};
+
 struct TargetEntry {
   std::string name;
   std::string platform;
@@ -50,6 +60,7 @@ struct TargetEntry {
   select::ProbeKind probe = select::ProbeKind::kNone;
   int priority = 0;
   std::vector<CompanionFile> companions;
+  std::vector<PrecompiledProgram> precompiled;
 };
 
 struct Manifest {

@@ -27,19 +27,37 @@ Expected<plugboard::CompileOptions> runtime_options(const CompileOptions& option
   return out;
 }
 
-Expected<Executable> compile_on(const plugboard::Client& client, const Program& program, const CompileOptions& options) {
+ExecutableSource source_of(compile_cache::Origin origin) {
+  switch (origin) {
+    case compile_cache::Origin::kCompiled: return ExecutableSource::kCompiled;
+    case compile_cache::Origin::kCompileCache: return ExecutableSource::kCompileCache;
+    case compile_cache::Origin::kPrecompiled: return ExecutableSource::kPrecompiled;
+  }
+  return ExecutableSource::kCompiled;
+}
+
+Expected<Executable> compile_on(const Client::Impl& client, const Program& program, const CompileOptions& options) {
   PB_ASSIGN_OR_RETURN(plugboard::CompileOptions runtime, runtime_options(options));
-  PB_ASSIGN_OR_RETURN(std::shared_ptr<plugboard::Executable> exe, client.compile(program.impl()->program, runtime));
+  compile_cache::CompileSources sources;
+  if (options.compile_cache) {
+    PB_ASSIGN_OR_RETURN(sources, compile_cache::default_sources(client.precompiled));
+  }
+  PB_ASSIGN_OR_RETURN(compile_cache::CompileOutcome outcome,
+                      compile_cache::compile(*client.client, program.impl()->program, runtime, sources));
   auto impl = std::make_shared<Executable::Impl>();
-  impl->name = exe->name();
-  impl->executable = std::move(exe);
+  impl->name = outcome.executable->name();
+  impl->executable = std::move(outcome.executable);
+  impl->report = {source_of(outcome.origin), outcome.ms, std::move(outcome.key), std::move(outcome.entry),
+                  std::move(outcome.notes)};
   return Executable(std::move(impl));
 }
 
 }  // namespace
 
-std::shared_ptr<const Client> wrap_client(std::shared_ptr<plugboard::Client> client) {
+std::shared_ptr<const Client> wrap_client(std::shared_ptr<plugboard::Client> client,
+                                          std::vector<compile_cache::PrecompiledFile> precompiled) {
   auto impl = std::make_unique<Client::Impl>();
+  impl->precompiled = std::move(precompiled);
   impl->platform = client->platform_name();
   impl->platform_version = client->platform_version();
   impl->client = std::move(client);
@@ -118,14 +136,16 @@ Status Client::declare_callbacks(const HostCallbacks& callbacks) const noexcept 
 }
 
 Expected<Executable> Client::compile(const Program& program, const CompileOptions& options) const noexcept {
-  return no_throw("compiling", [&] { return compile_on(*impl_->client, program, options); });
+  return no_throw("compiling", [&] { return compile_on(*impl_, program, options); });
 }
 
 Status Client::compile_async(Program program, CompileOptions options,
                              std::function<void(Expected<Executable>)> done) const noexcept {
   return no_throw("compiling", [&]() -> Status {
     if (!done) return invalid_argument("compile_async needs a function to call with the outcome");
-    compile_pool().post([client = impl_->client, program = std::move(program), options = std::move(options),
+    // The Impl lives as long as its Client, which the caller may drop: the task keeps what it reads.
+    auto impl = std::make_shared<Client::Impl>(*impl_);
+    compile_pool().post([client = std::move(impl), program = std::move(program), options = std::move(options),
                          done = std::move(done)]() mutable {
       Expected<Executable> result = no_throw("compiling", [&] { return compile_on(*client, program, options); });
       try {

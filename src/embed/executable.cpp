@@ -23,6 +23,16 @@ constexpr size_t kInlineArgs = 16;
 }  // namespace
 
 const std::string& Executable::name() const noexcept { return impl_->name; }
+const CompileReport& Executable::compile_report() const noexcept { return impl_->report; }
+
+std::string CompileReport::to_string() const {
+  switch (source) {
+    case ExecutableSource::kCompiled: return compile_cache::describe(compile_cache::Origin::kCompiled, ms);
+    case ExecutableSource::kCompileCache: return compile_cache::describe(compile_cache::Origin::kCompileCache, ms);
+    case ExecutableSource::kPrecompiled: return compile_cache::describe(compile_cache::Origin::kPrecompiled, ms);
+  }
+  return {};
+}
 bool Executable::parameters_known() const noexcept { return impl_->executable->signature().parameters_known; }
 
 std::vector<ArrayType> Executable::parameters() const noexcept {

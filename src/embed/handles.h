@@ -8,6 +8,7 @@
 
 #include "callback/execute.h"
 #include "callback/host_callbacks.h"
+#include "compile_cache/cached_compile.h"
 #include "plugboard/plugboard.h"
 #include "runtime/buffer.h"
 #include "runtime/client.h"
@@ -31,6 +32,7 @@ struct Buffer::Impl {
 struct Executable::Impl {
   std::shared_ptr<plugboard::Executable> executable;
   std::string name;
+  CompileReport report;
 };
 
 struct Execution::Impl {
@@ -46,10 +48,13 @@ struct Execution::Impl {
 struct Client::Impl {
   std::shared_ptr<plugboard::Client> client;
   std::string platform, platform_version;
+  // The precompiled programs of the bundle target this client was booted from.
+  std::vector<compile_cache::PrecompiledFile> precompiled;
 };
 
 // Wraps a runtime client (for boot() and Client::open).
-std::shared_ptr<const Client> wrap_client(std::shared_ptr<plugboard::Client> client);
+std::shared_ptr<const Client> wrap_client(std::shared_ptr<plugboard::Client> client,
+                                          std::vector<compile_cache::PrecompiledFile> precompiled = {});
 // A facade Buffer owning a runtime one.
 Buffer wrap_buffer(plugboard::Buffer buffer);
 

@@ -71,7 +71,13 @@ Expected<Boot> boot(const SelectionSettings& settings) noexcept {
     Boot out;
     out.status = b.selection.status();
     out.report = to_report(b.selection.report, std::move(b.notes));
-    if (b.selection.client) out.client = wrap_client(std::move(b.selection.client));
+    if (b.selection.client) {
+      std::vector<compile_cache::PrecompiledFile> precompiled;
+      if (b.selection.report.chosen)
+        for (const select::ExpectedFile& f : b.selection.report.candidates[*b.selection.report.chosen].candidate.precompiled)
+          precompiled.push_back({f.path, f.size, f.sha256});
+      out.client = wrap_client(std::move(b.selection.client), std::move(precompiled));
+    }
     return out;
   });
 }

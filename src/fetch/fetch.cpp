@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/cache_home.h"
 #include "base/environment.h"
 #include "base/no_throw.h"
 #include "base/regular_file.h"
@@ -183,14 +184,7 @@ Status update_lock(const fs::path& lock_path, const Cache& cache, const std::vec
 
 }  // namespace
 
-fs::path default_cache_dir() {
-  // secure_getenv: a setuid process does not take its cache from the caller's environment.
-  const auto xdg = environment_override("XDG_CACHE_HOME");
-  if (xdg && xdg->front() == '/') return fs::path(*xdg) / "plugboard";
-  if (const auto home = environment_override("HOME")) return fs::path(*home) / ".cache" / "plugboard";
-  std::error_code ec;
-  return fs::temp_directory_path(ec) / "plugboard-cache";
-}
+fs::path default_cache_dir() { return plugboard_cache_home(); }
 
 Expected<std::vector<FetchedPlugin>> fetch(std::span<const PackageSpec> packages, const FetchOptions& options) noexcept {
   return no_throw("fetching plugins", [&]() -> Expected<std::vector<FetchedPlugin>> {

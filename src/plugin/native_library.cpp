@@ -57,14 +57,12 @@ std::optional<FileIdentity> verified_identity(const std::filesystem::path& path)
   return std::nullopt;
 }
 
-namespace {
 std::optional<std::string> verified_sha256(const std::filesystem::path& path) {
   VerifiedFiles& v = verified_files();
   std::lock_guard lock(v.mu);
   if (auto it = v.by_path.find(canonical_or_absolute(path)); it != v.by_path.end()) return it->second.sha256;
   return std::nullopt;
 }
-}  // namespace
 
 Status confirm_same_file(const std::filesystem::path& path, const FileIdentity& expected, const FileIdentity& now,
                          const std::optional<std::string>& sha256, const std::string& what, const std::string& when) {

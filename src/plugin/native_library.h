@@ -22,6 +22,8 @@ namespace plugboard {
 // (device, inode, size, mtime, ctime) the file had while it was hashed. Keyed by canonical path.
 void record_verified_file(const std::filesystem::path& path, const FileIdentity& identity, const std::string& sha256);
 std::optional<FileIdentity> verified_identity(const std::filesystem::path& path);
+// The sha256 verification found for `path` (with verified_identity: the file it was then).
+std::optional<std::string> verified_sha256(const std::filesystem::path& path);
 
 // Whether `now` is still the file `expected` describes. Equal identities are; so is one that differs
 // in ctime alone (same device, inode, size and mtime: a hard link made or removed, a chmod; bundles

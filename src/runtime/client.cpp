@@ -7,43 +7,10 @@
 #include "platforms/registry.h"
 #include "plugin/plugin_output.h"
 #include "runtime/executable_internal.h"
+#include "runtime/named_values.h"
 
 namespace plugboard {
 namespace {
-
-// PJRT NamedValues pointing into `options`, which must outlive them.
-std::vector<PJRT_NamedValue> to_pjrt(const std::vector<NamedValue>& options) {
-  std::vector<PJRT_NamedValue> out;
-  out.reserve(options.size());
-  for (const auto& o : options) {
-    auto v = PB_PJRT_ARGS(PJRT_NamedValue);
-    v.name = o.name.data();
-    v.name_size = o.name.size();
-    if (const auto* s = std::get_if<std::string>(&o.value)) {
-      v.type = PJRT_NamedValue_kString;
-      v.string_value = s->data();
-      v.value_size = s->size();
-    } else if (const auto* i = std::get_if<int64_t>(&o.value)) {
-      v.type = PJRT_NamedValue_kInt64;
-      v.int64_value = *i;
-      v.value_size = 1;
-    } else if (const auto* l = std::get_if<std::vector<int64_t>>(&o.value)) {
-      v.type = PJRT_NamedValue_kInt64List;
-      v.int64_array_value = l->data();
-      v.value_size = l->size();
-    } else if (const auto* f = std::get_if<float>(&o.value)) {
-      v.type = PJRT_NamedValue_kFloat;
-      v.float_value = *f;
-      v.value_size = 1;
-    } else {
-      v.type = PJRT_NamedValue_kBool;
-      v.bool_value = std::get<bool>(o.value);
-      v.value_size = 1;
-    }
-    out.push_back(v);
-  }
-  return out;
-}
 
 Expected<DeviceInfo> describe(const abi::Api& api, PJRT_Device* device) {
   DeviceInfo info;
@@ -81,7 +48,7 @@ Expected<std::shared_ptr<Client>> Client::create(std::shared_ptr<const Plugin> p
     const abi::Api& api = plugin->api();
     const std::string doing = "creating a client of " + plugin->path().string();
 
-    std::vector<PJRT_NamedValue> named = to_pjrt(options.create_options);
+    std::vector<PJRT_NamedValue> named = internal::to_pjrt(options.create_options);
     auto args = PB_PJRT_ARGS(PJRT_Client_Create_Args);
     args.create_options = named.data();
     args.num_options = named.size();
@@ -227,6 +194,13 @@ Expected<DeviceMemoryStats> Client::memory_stats(int device_index) const noexcep
 Expected<std::shared_ptr<Executable>> Client::compile(const Program& program, const CompileOptions& options) const noexcept {
   return no_throw("compiling", [&]() -> Expected<std::shared_ptr<Executable>> {
     return internal::compile(shared_from_this(), program, options);
+  });
+}
+
+Expected<std::shared_ptr<Executable>> Client::load_serialized(std::string_view serialized, bool portable,
+                                                              const std::string& what) const noexcept {
+  return no_throw("loading a serialized executable", [&]() -> Expected<std::shared_ptr<Executable>> {
+    return internal::deserialize(shared_from_this(), serialized, portable, what);
   });
 }
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/dtype.h"
@@ -87,6 +88,13 @@ class Client : public std::enable_shared_from_this<Client> {
   // than its minimum) is refused with both versions named.
   Expected<std::shared_ptr<Executable>> compile(const Program& program,
                                                 const CompileOptions& options = CompileOptions()) const noexcept;
+
+  // Loads an executable that Executable::serialize() made with this same plugin build
+  // (PJRT_Executable_DeserializeAndLoad). `portable`: as it was compiled. `what` names it in messages.
+  // The plugin's error for bytes it cannot load (another build's, or corrupt ones: callers check a
+  // checksum first, see src/compile_cache).
+  Expected<std::shared_ptr<Executable>> load_serialized(std::string_view serialized, bool portable,
+                                                        const std::string& what) const noexcept;
 
   PJRT_Client* raw() const { return client_; }
   PJRT_Device* device_handle(int index) const { return device_handles_[static_cast<size_t>(index)]; }

@@ -33,6 +33,16 @@ Status check_stablehlo_version(const Plugin& plugin, const Program& program) {
 
 }  // namespace
 
+PJRT_Program pjrt_program_of(const Program& program) {
+  static constexpr char kFormat[] = "mlir";  // takes text and bytecode alike
+  auto pjrt_program = PB_PJRT_ARGS(PJRT_Program);
+  pjrt_program.code = const_cast<char*>(program.bytes().data());
+  pjrt_program.code_size = program.bytes().size();
+  pjrt_program.format = kFormat;
+  pjrt_program.format_size = sizeof(kFormat) - 1;
+  return pjrt_program;
+}
+
 Expected<std::shared_ptr<Executable>> compile(std::shared_ptr<const Client> client, const Program& program,
                                               const CompileOptions& options) {
   const Plugin& plugin = client->plugin();
@@ -41,46 +51,79 @@ Expected<std::shared_ptr<Executable>> compile(std::shared_ptr<const Client> clie
   PB_RETURN_IF_ERROR(annotate(check_stablehlo_version(plugin, program), doing));
 
   const std::string serialized = options.serialize();
-  static constexpr char kFormat[] = "mlir";  // takes text and bytecode alike
-  auto pjrt_program = PB_PJRT_ARGS(PJRT_Program);
-  pjrt_program.code = const_cast<char*>(program.bytes().data());
-  pjrt_program.code_size = program.bytes().size();
-  pjrt_program.format = kFormat;
-  pjrt_program.format_size = sizeof(kFormat) - 1;
+  PJRT_Program pjrt_program = pjrt_program_of(program);
   auto args = PB_PJRT_ARGS(PJRT_Client_Compile_Args);
   args.client = client->raw();
   args.program = &pjrt_program;
   args.compile_options = serialized.data();
   args.compile_options_size = serialized.size();
   PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Client_Compile, args), doing));
+  return adopt_loaded(std::move(client), args.executable, options.portable, doing);
+}
 
+Expected<std::shared_ptr<Executable>> deserialize(std::shared_ptr<const Client> client, std::string_view serialized,
+                                                  bool portable, const std::string& what) {
+  const abi::Api& api = client->plugin().api();
+  const std::string doing = "loading " + what + " with " + client->plugin().path().string();
+  auto args = PB_PJRT_ARGS(PJRT_Executable_DeserializeAndLoad_Args);
+  args.client = client->raw();
+  args.serialized_executable = serialized.data();
+  args.serialized_executable_size = serialized.size();
+  PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Executable_DeserializeAndLoad, args), doing));
+  if (!args.loaded_executable)
+    return make_error(Code::kInternal, doing + ": PJRT_Executable_DeserializeAndLoad handed back no executable");
+  return adopt_loaded(std::move(client), args.loaded_executable, portable, doing);
+}
+
+Expected<std::shared_ptr<Executable>> adopt_loaded(std::shared_ptr<const Client> client, PJRT_LoadedExecutable* loaded,
+                                                   bool portable, const std::string& doing) {
+  const abi::Api& api = client->plugin().api();
   std::shared_ptr<Executable> exe(new Executable());
   exe->client_ = std::move(client);
-  exe->loaded_ = args.executable;  // owned from here
-  exe->portable_ = options.portable;
+  exe->loaded_ = loaded;  // owned from here
+  exe->portable_ = portable;
 
-  auto get = PB_PJRT_ARGS(PJRT_LoadedExecutable_GetExecutable_Args);
-  get.loaded_executable = exe->loaded_;
-  PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_LoadedExecutable_GetExecutable, get), doing));
-  // The PJRT_Executable is a separate handle the caller owns; it is only needed here.
-  struct ExecutableHandle {
-    const abi::Api& api;
-    PJRT_Executable* exe;
-    ~ExecutableHandle() {
-      auto d = PB_PJRT_ARGS(PJRT_Executable_Destroy_Args);
-      d.executable = exe;
-      (void)PB_PJRT_CALL(api, PJRT_Executable_Destroy, d);
-    }
-  } handle{api, get.executable};
-
+  PB_ASSIGN_OR_RETURN(UnloadedExecutable handle, annotate(unloaded_executable(api, exe->loaded_), doing));
   auto name = PB_PJRT_ARGS(PJRT_Executable_Name_Args);
-  name.executable = get.executable;
+  name.executable = handle.get();
   if (PB_PJRT_CALL(api, PJRT_Executable_Name, name))
     exe->name_.assign(abi::view(name.executable_name, name.executable_name_size));
-  PB_ASSIGN_OR_RETURN(exe->signature_, annotate(query_signature(api, get.executable), doing));
+  PB_ASSIGN_OR_RETURN(exe->signature_, annotate(query_signature(api, handle.get()), doing));
   for (size_t i = 0; i < exe->signature_.parameters.size(); ++i)
     exe->all_arg_indices_.push_back(static_cast<int64_t>(i));
   return std::shared_ptr<Executable>(std::move(exe));
+}
+
+UnloadedExecutable::~UnloadedExecutable() {
+  if (!exe_) return;
+  auto d = PB_PJRT_ARGS(PJRT_Executable_Destroy_Args);
+  d.executable = exe_;
+  (void)PB_PJRT_CALL(*api_, PJRT_Executable_Destroy, d);
+}
+
+Expected<UnloadedExecutable> unloaded_executable(const abi::Api& api, PJRT_LoadedExecutable* loaded) {
+  auto get = PB_PJRT_ARGS(PJRT_LoadedExecutable_GetExecutable_Args);
+  get.loaded_executable = loaded;
+  PB_RETURN_IF_ERROR(PB_PJRT_CALL(api, PJRT_LoadedExecutable_GetExecutable, get));
+  if (!get.executable) return make_error(Code::kInternal, "PJRT_LoadedExecutable_GetExecutable handed back no executable");
+  return UnloadedExecutable(api, get.executable);
+}
+
+Expected<std::string> serialize(const abi::Api& api, PJRT_Executable* executable) {
+  auto args = PB_PJRT_ARGS(PJRT_Executable_Serialize_Args);
+  args.executable = executable;
+  PB_RETURN_IF_ERROR(PB_PJRT_CALL(api, PJRT_Executable_Serialize, args));
+  // The bytes live as long as serialized_executable; the deleter frees it (once).
+  struct Release {
+    PJRT_Executable_Serialize_Args& a;
+    ~Release() {
+      if (a.serialized_executable && a.serialized_executable_deleter) a.serialized_executable_deleter(a.serialized_executable);
+    }
+  } release{args};
+  if (!args.serialized_bytes && args.serialized_bytes_size > 0)
+    return make_error(Code::kInternal, "PJRT_Executable_Serialize handed back a size but no bytes");
+  if (args.serialized_bytes_size == 0) return make_error(Code::kInternal, "PJRT_Executable_Serialize handed back no bytes");
+  return std::string(args.serialized_bytes, args.serialized_bytes_size);
 }
 
 }  // namespace internal
@@ -128,6 +171,15 @@ Expected<Dims> output_dims(const abi::Api& api, PJRT_Buffer* buffer, const Array
 }
 
 }  // namespace
+
+Expected<std::string> Executable::serialize() const noexcept {
+  return no_throw("serializing an executable", [&]() -> Expected<std::string> {
+    const abi::Api& api = client_->plugin().api();
+    const std::string doing = "serializing " + name_ + " with " + client_->plugin().path().string();
+    PB_ASSIGN_OR_RETURN(internal::UnloadedExecutable handle, annotate(internal::unloaded_executable(api, loaded_), doing));
+    return annotate(internal::serialize(api, handle.get()), doing);
+  });
+}
 
 Executable::~Executable() {
   if (!loaded_) return;

@@ -22,8 +22,8 @@ class Executable;
 struct CompileOptions;
 class Program;
 namespace internal {
-Expected<std::shared_ptr<Executable>> compile(std::shared_ptr<const Client> client, const Program& program,
-                                              const CompileOptions& options);
+Expected<std::shared_ptr<Executable>> adopt_loaded(std::shared_ptr<const Client> client, PJRT_LoadedExecutable* loaded,
+                                                   bool portable, const std::string& doing);
 }
 
 struct ArrayType {
@@ -90,11 +90,17 @@ class Executable : public std::enable_shared_from_this<Executable> {
   // gave it (PJRT_Buffer_UnpaddedDimensions), which waits until that output is computed.
   Expected<Execution> execute_async(std::span<Buffer* const> args, const ExecuteOptions& options = {}) const noexcept;
 
+  // The executable as bytes the same plugin build can load again (Client::load_serialized):
+  // PJRT_Executable_Serialize. UNIMPLEMENTED (the plugin's error) where the plugin cannot.
+  Expected<std::string> serialize() const noexcept;
+  // Whether it was compiled portable (no device assignment).
+  bool portable() const { return portable_; }
+
   PJRT_LoadedExecutable* raw() const { return loaded_; }
 
  private:
-  friend Expected<std::shared_ptr<Executable>> internal::compile(std::shared_ptr<const Client>, const Program&,
-                                                                const CompileOptions&);
+  friend Expected<std::shared_ptr<Executable>> internal::adopt_loaded(std::shared_ptr<const Client>, PJRT_LoadedExecutable*,
+                                                                     bool, const std::string&);
   Executable() = default;
   Status check_args(std::span<Buffer* const> args, const ExecuteOptions& options) const;
 

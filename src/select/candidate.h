@@ -39,6 +39,9 @@ struct Candidate {
   int priority = 0;  // higher first when no explicit order is given
   std::vector<NamedValue> create_options;
   std::vector<ExpectedFile> companions;
+  // Programs compiled for this target ahead of time (a bundle's "precompiled"): compile-cache entries
+  // named <key>.pbx, held to their size and sha256 when used (src/compile_cache).
+  std::vector<ExpectedFile> precompiled;
   // Set when discovery already knows this candidate cannot be used (e.g. its manifest entry names a
   // file outside the bundle): it then fails at the "found" stage with this reason.
   std::optional<Error> problem;

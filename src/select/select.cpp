@@ -5,6 +5,7 @@
 
 #include "base/clock.h"
 #include "base/environment.h"
+#include "base/hash_stamp.h"
 #include "base/parse_number.h"
 #include "platforms/registry.h"
 #include "select/policy.h"

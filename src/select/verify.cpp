@@ -10,55 +10,12 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "base/atomic_file.h"
-#include "base/environment.h"
+#include "base/hash_stamp.h"
 #include "base/regular_file.h"
 #include "base/sha256.h"
 #include "plugin/native_library.h"
 
 namespace plugboard::select {
-namespace {
-
-// The stamp's line: every part of the identity, ctime included (a file rewritten in place with its
-// mtime restored still gets a new ctime), the sha256 and the path.
-std::string stamp_line(const FileIdentity& id, const std::filesystem::path& path, const std::string& sha) {
-  std::ostringstream s;
-  s << "plugboard-stamp 2 " << id.size << ' ' << id.mtime_ns << ' ' << id.ctime_ns << ' ' << id.inode << ' '
-    << id.device << ' ' << sha << ' ' << path.string() << '\n';
-  return s.str();
-}
-
-// One stamp file per plugin path, named by the hash of the path.
-std::filesystem::path stamp_path(const std::filesystem::path& dir, const std::filesystem::path& file) {
-  const std::string key = file.string();
-  return dir / (sha256_hex(std::as_bytes(std::span(key.data(), key.size()))).substr(0, 32) + ".stamp");
-}
-
-// A stamp is small; anything unreadable, not a regular file or too large counts as no stamp.
-std::string read_stamp(const std::filesystem::path& p) {
-  auto text = read_regular_file(p, 64 << 10, OpenOptions{.no_follow = true});
-  return text ? *text : std::string();
-}
-
-void write_stamp(const std::filesystem::path& dir, const std::filesystem::path& file, const std::string& text) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  const std::filesystem::path final_path = stamp_path(dir, file);
-  // A stamp that cannot be written only costs a re-hash next time.
-  (void)write_file_atomically(final_path, text, 0644);
-}
-
-}  // namespace
-
-std::filesystem::path default_stamp_dir() {
-  const auto xdg = environment_override("XDG_CACHE_HOME");
-  const auto home = environment_override("HOME");
-  std::filesystem::path base = xdg    ? std::filesystem::path(*xdg)
-                               : home ? std::filesystem::path(*home) / ".cache"
-                                      : std::filesystem::temp_directory_path();
-  return base / "plugboard" / "stamps";
-}
-
 namespace {
 
 // How one file was found to have its expected size and sha256.
@@ -78,8 +35,7 @@ Expected<FileCheck> verify_file(const std::filesystem::path& path, std::optional
   if (size && *size != id.size)
     return make_error(Code::kDataLoss, path.string() + " is " + std::to_string(id.size) + " bytes, but " + source + " says " +
                                            std::to_string(*size) + " (size): the file was changed or truncated");
-  const std::string expected_line = stamp_line(id, path, sha256);
-  if (!options.rehash && !options.stamp_dir.empty() && read_stamp(stamp_path(options.stamp_dir, path)) == expected_line) {
+  if (!options.rehash && stamped_sha256(options.stamp_dir, path, id) == sha256) {
     record_verified_file(path, id, sha256);
     return FileCheck::kStamp;
   }
@@ -98,7 +54,7 @@ Expected<FileCheck> verify_file(const std::filesystem::path& path, std::optional
   auto now = file_identity(path);
   if (!now) return make_error(Code::kDataLoss, path.string() + " was removed while it was being hashed; refusing to load it");
   PB_RETURN_IF_ERROR(confirm_same_file(path, id, *now, sha256, "plugin file", "while it was being hashed (replaced)"));
-  if (!options.stamp_dir.empty()) write_stamp(options.stamp_dir, path, expected_line);
+  write_hash_stamp(options.stamp_dir, path, id, sha256);
   record_verified_file(path, id, sha256);
   return FileCheck::kHashed;
 }

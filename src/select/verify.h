@@ -13,12 +13,9 @@
 namespace plugboard::select {
 
 struct VerifyOptions {
-  std::filesystem::path stamp_dir;  // "" = no stamps (always hash)
+  std::filesystem::path stamp_dir;  // "" = no stamps (always hash); default_stamp_dir() in base/hash_stamp.h
   bool rehash = false;              // ignore stamps, hash again (and refresh the stamp)
 };
-
-// The stamp folder by default: $XDG_CACHE_HOME/plugboard/stamps (or ~/.cache/plugboard/stamps).
-std::filesystem::path default_stamp_dir();
 
 // What verification did to accept a candidate.
 enum class Verification {

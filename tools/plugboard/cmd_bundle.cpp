@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "base/parse_number.h"
+#include "base/regular_file.h"
 #include "bundle/assemble.h"
+#include "bundle/precompile.h"
 #include "bundle/discovery.h"
 #include "callback/device_bridge.h"
 #include "commands.h"
@@ -27,6 +29,7 @@ namespace {
 
 struct Options {
   std::vector<std::string> targets, probes, priorities, create_options, companions;
+  std::vector<std::string> precompile, gpu_target_configs;
   std::string out;
   bool lock = false, offline = false, no_bridge = false;
   std::string lock_file = "plugboard.lock", from, cache, python = "python3";
@@ -199,6 +202,19 @@ Expected<bundle::Assembled> run(const Options& o, const Request& r) {
   return bundle::assemble_bundle(o.out, plan);
 }
 
+// --precompile with each --gpu-target-config read.
+Expected<std::vector<bundle::PrecompileOutcome>> precompile(const Options& o) {
+  bundle::PrecompileRequest request;
+  for (const std::string& p : o.precompile) request.programs.emplace_back(p);
+  for (const std::string& g : o.gpu_target_configs) {
+    PB_ASSIGN_OR_RETURN(auto name_file, split_once(g, '=', "--gpu-target-config"));
+    PB_ASSIGN_OR_RETURN(std::string text, annotate(read_regular_file(name_file.second, size_t{1} << 20),
+                                                   "--gpu-target-config " + g));
+    request.topologies[name_file.first] = bundle::gpu_topology_options(std::move(text));
+  }
+  return bundle::precompile_bundle(o.out, request);
+}
+
 // Whether this run placed a companion file (a device bridge) with `target`.
 bool shipped_a_companion_file(const bundle::Assembled& a, const std::string& target) {
   for (const std::string& names : a.companion_file_targets) {
@@ -227,6 +243,12 @@ Command add_bundle_command(CLI::App& app) {
   sub->add_option("--cache", o->cache, "plugin cache (default $XDG_CACHE_HOME/plugboard)");
   sub->add_option("--python", o->python, "the Python whose pip fetches wheels");
   sub->add_flag("--no-callback-bridge", o->no_bridge, "do not ship the CUDA callback bridge with CUDA targets");
+  sub->add_option("--precompile", o->precompile,
+                  "PROGRAM: compile it for every target that can compile here and store the executable in the bundle "
+                  "(repeatable)");
+  sub->add_option("--gpu-target-config", o->gpu_target_configs,
+                  "NAME=FILE: a text GpuTargetConfigProto, so that --precompile compiles for CUDA target NAME on a "
+                  "machine without its GPU");
   return {sub, [o] {
             auto request = parse_request(*o);
             if (!request) return usage_error(request.error());
@@ -249,6 +271,21 @@ Command add_bundle_command(CLI::App& app) {
               else
                 std::fprintf(stderr, "plugboard: warning: no %s to ship with target %s: host callbacks on it will need "
                              "%s (%s)\n", bridge.file_name.c_str(), t.name.c_str(), bridge.variable.c_str(), bridge.build_hint.c_str());
+            }
+            if (!o->precompile.empty()) {
+              auto outcomes = precompile(*o);
+              if (!outcomes) {
+                print_error(outcomes.error());
+                return kExitFailure;
+              }
+              for (const bundle::PrecompileOutcome& p : *outcomes) {
+                if (p.skipped) {
+                  std::printf("not precompiled for %s: %s\n", p.target.c_str(), p.skipped->to_string().c_str());
+                  continue;
+                }
+                for (const std::string& program : p.programs)
+                  std::printf("precompiled for %s: %s\n", p.target.c_str(), program.c_str());
+              }
             }
             std::printf("bundle %s: %zu target(s)\n", o->out.c_str(), a->manifest.targets.size());
             for (const auto& t : a->manifest.targets)

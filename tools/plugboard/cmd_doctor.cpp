@@ -8,6 +8,7 @@
 #include "base/parse_number.h"
 #include "base/terminal_text.h"
 #include "bundle/boot.h"
+#include "compile_cache/cached_compile.h"
 #include "commands.h"
 
 namespace plugboard::cli {
@@ -18,6 +19,24 @@ struct Options {
   bool json = false, no_probes = false, rehash = false;
   std::string timeout_ms;  // parsed strictly (parse_number.h), not by CLI11
 };
+
+// Each target's precompiled programs (a bundle's --precompile), each read and checked as a boot would.
+void print_precompiled(const select::BootReport& report) {
+  bool header = false;
+  for (const select::CandidateReport& c : report.candidates) {
+    for (const select::ExpectedFile& f : c.candidate.precompiled) {
+      if (!header) std::printf("precompiled programs:\n");
+      header = true;
+      auto entry = compile_cache::read_precompiled({f.path, f.size, f.sha256});
+      if (entry)
+        std::printf("  %-14s %s  ok (%.0f KiB, %s)\n", c.candidate.name.c_str(), terminal_safe(entry->metadata["program"]).c_str(),
+                    f.size / 1024.0, f.path.filename().string().substr(0, 16).c_str());
+      else
+        std::printf("  %-14s %s  REFUSED: %s\n", c.candidate.name.c_str(), f.path.filename().string().c_str(),
+                    terminal_safe(entry.error().to_string()).c_str());
+    }
+  }
+}
 
 // The whole of a text, NULs included (printf's %s would stop at the first one).
 void print(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
@@ -61,6 +80,7 @@ Command add_doctor_command(CLI::App& app) {
             else {
               for (const auto& n : result->notes) print("note: " + terminal_safe(n) + "\n");
               print(result->selection.report.to_text());
+              print_precompiled(result->selection.report);
             }
             return result->selection.report.chosen ? kExitOk : kExitFailure;
           }};

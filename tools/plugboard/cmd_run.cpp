@@ -14,6 +14,7 @@
 #include "io/array_format.h"
 #include "io/npy.h"
 #include "bundle/boot.h"
+#include "compile_cache/cached_compile.h"
 #include "callback/execute.h"
 #include "callback/registry.h"
 #include "run_callbacks.h"
@@ -31,6 +32,7 @@ struct Options {
   std::string output_dir;
   std::vector<std::string> xla_options;
   CompileOptions compile;                // from plugin_defaults and xla_options, by parse_flags
+  bool no_compile_cache = false;
   std::vector<std::string> donate_text;  // --donate as typed; parsed into `donate` by parse_flags
   std::vector<int> donate;
   std::vector<std::string> callbacks;  // NAME=COMMAND
@@ -67,10 +69,16 @@ std::optional<DType> raw_bits_dtype(const Signature& sig, size_t i) {
 
 // The client to run on: the --plugin given, or the target the bundle's boot chooses (--target, else
 // PLUGBOARD_TARGET / PLUGBOARD_TARGETS, else priority).
-Expected<std::shared_ptr<Client>> open_client(const Options& o) {
+struct Opened {
+  std::shared_ptr<Client> client;
+  std::vector<compile_cache::PrecompiledFile> precompiled;  // the chosen bundle target's
+};
+
+Expected<Opened> open_client(const Options& o) {
   if (!o.plugin.empty()) {
     PB_ASSIGN_OR_RETURN(auto loaded, load_plugin(o.plugin));
-    return Client::create(loaded);
+    PB_ASSIGN_OR_RETURN(std::shared_ptr<Client> client, Client::create(loaded));
+    return Opened{std::move(client), {}};
   }
   bundle::BootOptions b;
   if (!o.bundle.empty()) b.discovery.bundle = o.bundle;
@@ -85,7 +93,9 @@ Expected<std::shared_ptr<Client>> open_client(const Options& o) {
   const auto* chosen = booted.selection.report.chosen_report();
   std::fprintf(stderr, "plugboard: target %s chosen (%s)\n", chosen->candidate.name.c_str(),
                booted.selection.report.policy.c_str());
-  return booted.selection.client;
+  Opened opened{booted.selection.client, {}};
+  for (const select::ExpectedFile& f : chosen->candidate.precompiled) opened.precompiled.push_back({f.path, f.size, f.sha256});
+  return opened;
 }
 
 // Host callbacks: the print hook when the program names it (text and bytecode both hold the target
@@ -103,8 +113,16 @@ Expected<std::shared_ptr<HostCallbacks>> bind_callbacks(const Options& o, Client
   return callbacks;
 }
 
-Expected<std::shared_ptr<Executable>> compile_program(Client& client, const Program& program, const Options& o) {
-  auto compiled = client.compile(program, o.compile);
+// Through the bundle's precompiled programs and the persistent compile cache (unless
+// --no-compile-cache); what was refused on the way goes to stderr.
+Expected<compile_cache::CompileOutcome> compile_program(const Opened& opened, const Program& program, const Options& o) {
+  compile_cache::CompileSources sources;
+  if (!o.no_compile_cache) {
+    PB_ASSIGN_OR_RETURN(sources, compile_cache::default_sources(opened.precompiled));
+  }
+  auto compiled = compile_cache::compile(*opened.client, program, o.compile, sources);
+  if (compiled)
+    for (const std::string& note : compiled->notes) std::fprintf(stderr, "plugboard: note: %s\n", note.c_str());
   if (!compiled && compiled.error().message().find("No FFI handler registered for") != std::string::npos)
     compiled.error().annotate("the program calls a host callback `plugboard run` does not bind: give it with "
                               "--callback NAME=COMMAND (or use the print hook, " + std::string(kPrintTarget) + ")");
@@ -173,26 +191,28 @@ Expected<nlohmann::json> report_outputs(const std::vector<Buffer>& outputs, cons
 }
 
 Expected<nlohmann::json> run(const Options& o) {
-  PB_ASSIGN_OR_RETURN(std::shared_ptr<Client> client, open_client(o));
+  PB_ASSIGN_OR_RETURN(Opened opened, open_client(o));
+  const std::shared_ptr<Client>& client = opened.client;
   const Plugin* plugin = &client->plugin();
   PB_ASSIGN_OR_RETURN(Program program, Program::from_file(o.program));
   PB_ASSIGN_OR_RETURN(std::shared_ptr<HostCallbacks> callbacks, bind_callbacks(o, *client, program));
 
-  auto t0 = Clock::now();
-  auto compiled = compile_program(*client, program, o);
+  auto compiled = compile_program(opened, program, o);
   if (!compiled) return std::unexpected(std::move(compiled).error());
   // Bound by reference: moving the expected into a second one made GCC 12 warn (maybe-uninitialized).
-  const std::shared_ptr<Executable>& exe = *compiled;
-  const double compile_ms = ms_since(t0);
+  const std::shared_ptr<Executable>& exe = compiled->executable;
+  static constexpr const char* kSourceNames[] = {"compiled", "compile-cache", "precompiled"};
 
   PB_ASSIGN_OR_RETURN(std::vector<Buffer> inputs, read_inputs(o, *client, *exe));
-  t0 = Clock::now();
+  auto t0 = Clock::now();
   PB_ASSIGN_OR_RETURN(Execution execution, execute_program(*exe, inputs, callbacks, o));
   const double execute_ms = ms_since(t0);
 
   nlohmann::json report = {{"plugin", plugin->path().string()},   {"platform", client->platform_name()},
                            {"pjrt_version", plugin->version().to_string()}, {"program", program.name()},
-                           {"format", format_name(program.format())}, {"compile_ms", compile_ms},
+                           {"format", format_name(program.format())}, {"compile_ms", compiled->ms},
+                           {"executable_source", kSourceNames[static_cast<int>(compiled->origin)]},
+                           {"executable", compile_cache::describe(compiled->origin, compiled->ms)},
                            {"execute_ms", execute_ms},             {"outputs", nlohmann::json::array()}};
   if (callbacks)
     report["callbacks"] = {{"blocking_calls", execution.blocking_calls}, {"ordered_calls", execution.ordered_calls}};
@@ -203,8 +223,9 @@ Expected<nlohmann::json> run(const Options& o) {
 void print_text(const nlohmann::json& r) {
   std::printf("plugin   %s (platform %s, PJRT %s)\n", r["plugin"].get<std::string>().c_str(),
               r["platform"].get<std::string>().c_str(), r["pjrt_version"].get<std::string>().c_str());
-  std::printf("program  %s (%s): compiled in %.1f ms, executed in %.3f ms\n", r["program"].get<std::string>().c_str(),
-              r["format"].get<std::string>().c_str(), r["compile_ms"].get<double>(), r["execute_ms"].get<double>());
+  std::printf("program  %s (%s): %s, executed in %.3f ms\n", r["program"].get<std::string>().c_str(),
+              r["format"].get<std::string>().c_str(), r["executable"].get<std::string>().c_str(),
+              r["execute_ms"].get<double>());
   if (r.contains("callbacks"))
     std::printf("callbacks %llu blocking, %llu ordered (print) calls\n",
                 static_cast<unsigned long long>(r["callbacks"]["blocking_calls"].get<uint64_t>()),
@@ -233,6 +254,9 @@ Command add_run_command(CLI::App& app) {
   sub->add_option("--output-dir,-o", o->output_dir, "write each output as outN.npy here");
   sub->add_option("--xla-option", o->xla_options, "XLA option name=value (repeatable), e.g. xla_cpu_enable_fast_min_max=true");
   sub->add_flag("--plugin-defaults", o->plugin_defaults, "compile with the plugin's defaults, not JAX's numerics");
+  sub->add_flag("--no-compile-cache", o->no_compile_cache,
+                "compile, without looking in the persistent compile cache or storing there (PLUGBOARD_COMPILE_CACHE=off "
+                "does the same); a bundle's precompiled programs are not used either");
   sub->add_option("--donate", o->donate_text, "index of an input to donate to the execution (repeatable)");
   sub->add_option("--callback", o->callbacks,
                   "NAME=COMMAND: a blocking host callback; COMMAND gets the operand .npy files, then the result "

@@ -28,6 +28,7 @@ Command add_conform_command(CLI::App& app);
 Command add_fetch_command(CLI::App& app);
 Command add_bundle_command(CLI::App& app);
 Command add_doctor_command(CLI::App& app);
+Command add_cache_command(CLI::App& app);
 
 // Prints an error (and its context) to stderr as "plugboard: error: ...".
 void print_error(const Error& e);

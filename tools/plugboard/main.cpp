@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   const std::vector<Command> commands = {add_version_command(app), add_plugins_command(app), add_run_command(app),
                                          add_conform_command(app), add_fetch_command(app),
-                                         add_bundle_command(app), add_doctor_command(app)};
+                                         add_bundle_command(app), add_doctor_command(app), add_cache_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

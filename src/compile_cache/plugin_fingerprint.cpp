@@ -1,0 +1,75 @@
+#include "compile_cache/plugin_fingerprint.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "base/hash_stamp.h"
+#include "base/no_throw.h"
+#include "base/regular_file.h"
+#include "base/sha256.h"
+#include "plugin/native_library.h"
+
+namespace plugboard::compile_cache {
+namespace {
+
+struct Remembered {
+  FileIdentity identity;
+  std::string sha256;
+};
+
+// This process's answers, by path (immortal, like the loaded-plugin table).
+struct Memo {
+  std::mutex mu;
+  std::map<std::filesystem::path, Remembered> by_path;
+};
+Memo& memo() {
+  static Memo* m = new Memo();
+  return *m;
+}
+
+// Hashes through one descriptor, so the identity recorded is that of the bytes hashed.
+Expected<Remembered> hash_file(const std::filesystem::path& path) {
+  PB_ASSIGN_OR_RETURN(UniqueFd fd, open_regular_file(path));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0)
+    return make_error(Code::kUnknown, "cannot stat " + path.string() + ": " + std::strerror(errno));
+  const FileIdentity id = file_identity(st);
+  PB_ASSIGN_OR_RETURN(std::string sha, sha256_fd(fd.get(), path));
+  struct stat after {};
+  if (::fstat(fd.get(), &after) != 0 || !(file_identity(after) == id))
+    return make_error(Code::kDataLoss, "plugin " + path.string() + " changed while it was being hashed");
+  return Remembered{id, std::move(sha)};
+}
+
+}  // namespace
+
+Expected<std::string> plugin_sha256(const Plugin& plugin) noexcept {
+  return no_throw("identifying a plugin", [&]() -> Expected<std::string> {
+    const std::filesystem::path& path = plugin.path();
+    PB_ASSIGN_OR_RETURN(const FileIdentity now, file_identity(path));
+    if (auto id = verified_identity(path); id && *id == now)
+      if (auto sha = verified_sha256(path)) return *sha;
+    Memo& m = memo();
+    {
+      std::lock_guard lock(m.mu);
+      if (auto it = m.by_path.find(path); it != m.by_path.end() && it->second.identity == now) return it->second.sha256;
+    }
+    const std::filesystem::path stamps = default_stamp_dir();
+    Remembered found;
+    if (auto sha = stamped_sha256(stamps, path, now)) {
+      found = {now, *sha};
+    } else {
+      PB_ASSIGN_OR_RETURN(found, annotate(hash_file(path), "identifying plugin " + path.string() + " for the compile cache"));
+      write_hash_stamp(stamps, path, found.identity, found.sha256);
+    }
+    std::lock_guard lock(m.mu);
+    m.by_path[path] = found;
+    return found.sha256;
+  });
+}
+
+}  // namespace plugboard::compile_cache
