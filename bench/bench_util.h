@@ -156,5 +156,6 @@ struct Table {
 Table bench_dispatch(Context& ctx);
 Table bench_transfer(Context& ctx);
 Table bench_compile(Context& ctx);
+Table bench_compile_cache(Context& ctx);
 
 }  // namespace pbbench

@@ -1,6 +1,6 @@
 // plugboard_bench: plugboard against the raw PJRT C API, per plugin, in one run.
 //
-//   plugboard_bench [--plugin PATH]... [--quick] [--cases DIR] [--only dispatch|transfer|compile]...
+//   plugboard_bench [--plugin PATH]... [--quick] [--cases DIR] [--only dispatch|transfer|compile|cache]...
 //
 // With no --plugin: the three XLA CPU plugins from the dependency cache, where present.
 #include <algorithm>
@@ -29,7 +29,7 @@ void usage(std::FILE* out) {
                "                 0.106, 0.115 under %s/files)\n"
                "  --quick        fewer and shorter repetitions (under ~15 s for three plugins)\n"
                "  --cases DIR    the conformance cases folder (default %s/cases)\n"
-               "  --only NAME    run only dispatch, transfer or compile (repeatable)\n",
+               "  --only NAME    run only dispatch, transfer, compile or cache (repeatable)\n",
                PLUGBOARD_DEPS_DIR, PLUGBOARD_CONFORMANCE_DIR);
 }
 
@@ -75,8 +75,8 @@ int main(int argc, char** argv) {
     }
   }
   for (const auto& o : only)
-    if (o != "dispatch" && o != "transfer" && o != "compile") {
-      std::fprintf(stderr, "plugboard_bench: --only takes dispatch, transfer or compile, not '%s'\n", o.c_str());
+    if (o != "dispatch" && o != "transfer" && o != "compile" && o != "cache") {
+      std::fprintf(stderr, "plugboard_bench: --only takes dispatch, transfer, compile or cache, not '%s'\n", o.c_str());
       return 2;
     }
   auto wanted = [&](const char* name) { return only.empty() || std::find(only.begin(), only.end(), name) != only.end(); };
@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
       Table (*fn)(Context&);
     };
     for (const Entry& e : {Entry{"dispatch", &bench_dispatch}, Entry{"transfer", &bench_transfer},
-                           Entry{"compile", &bench_compile}}) {
+                           Entry{"compile", &bench_compile}, Entry{"cache", &bench_compile_cache}}) {
       if (!wanted(e.name)) continue;
       try {
         const auto t0 = Clock::now();

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds plugboard_bench in build/ and runs it; arguments go to the benchmark:
 #
-#   scripts/bench.sh [--plugin PATH]... [--quick] [--cases DIR] [--only dispatch|transfer|compile]...
+#   scripts/bench.sh [--plugin PATH]... [--quick] [--cases DIR] [--only dispatch|transfer|compile|cache]...
 #
 # Environment: BUILD_DIR (default: <repo>/build). A missing build folder is set up with scripts/setup.sh.
 set -euo pipefail

@@ -98,6 +98,12 @@ has "$work/demo.log" "$sx" "print hook: host_scale(x) = 3x"
 has "$work/demo.log" "$result" "result: host_scale(x) + x = 4x"
 a=$(line "$work/demo.log" "$x") b=$(line "$work/demo.log" "$cb") c=$(line "$work/demo.log" "$sx") d=$(line "$work/demo.log" "$result")
 if [ "$a" -gt 0 ] && [ "$a" -lt "$b" ] && [ "$b" -lt "$c" ] && [ "$c" -lt "$d" ]; then pass "program order: print x, host_scale, print host_scale(x), result"; else fail "order of the demo's lines: $a $b $c $d"; fi
+# The model precompiled into the bundle (precompile: in the sample's mix.exs): loaded, not compiled.
+has "$work/build1.log" "precompiled for cpu: apps/compute/programs/model.mlir" "release build: model.mlir precompiled for cpu"
+has "$work/build1.log" "precompiled for cuda13: apps/compute/programs/model.mlir" "release build: model.mlir precompiled for cuda13 (no GPU here)"
+has "$work/build1.log" "not precompiled for rocm7" "release build: rocm7 not precompiled, with the reason"
+has "$work/demo.log" "model.mlir: precompiled in the bundle (loaded in" "the release's first request of model.mlir runs without compiling"
+has "$work/demo.log" "model: f32[2,3] [16.5, 20.0, 23.5, 0.0, 0.0, 0.0]" "model: relu(x·w + b) computed"
 
 # A preference that falls back: the fault target is tried first, fails at initialize, cpu runs.
 (cd "$rel" && PLUGBOARD_TARGETS=fault,cpu COMPUTE_DEMO=1 timeout 120 bin/compute start) > "$work/prefer.log" 2>&1; rc=$?

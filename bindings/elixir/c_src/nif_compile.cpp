@@ -24,10 +24,17 @@ ERL_NIF_TERM make_executable_term(ErlNifEnv* env, std::shared_ptr<const api::Cli
   ERL_NIF_TERM parameters = exe.parameters_known() ? make_types(env, exe.parameters()) : make_nil(env);
   ERL_NIF_TERM results = make_types(env, exe.results());
   ERL_NIF_TERM name = make_string(env, exe.name());
+  const api::CompileReport& report = exe.compile_report();
+  static constexpr const char* kSources[] = {"compiled", "compile_cache", "precompiled"};
+  std::vector<ERL_NIF_TERM> notes;
+  for (const std::string& n : report.notes) notes.push_back(make_string(env, n));
+  ERL_NIF_TERM source = atom(env, kSources[static_cast<int>(report.source)]);
+  ERL_NIF_TERM compile_ms = enif_make_double(env, report.ms);
   ERL_NIF_TERM resource = make_resource<ExecutableResource>(env, ExecutableResource{std::move(client), std::move(exe)});
   return make_struct(env, "Elixir.Plugboard.Executable",
                      {{"resource", resource}, {"name", name}, {"parameters", parameters}, {"results", results},
-                      {"callbacks", make_list(env, callbacks)}});
+                      {"callbacks", make_list(env, callbacks)}, {"source", source}, {"compile_ms", compile_ms},
+                      {"notes", make_list(env, notes)}});
 }
 
 struct CompileJob {
@@ -58,7 +65,8 @@ struct CompileJob {
 }  // namespace
 
 // compile(client, program :: binary, name :: string, options :: map, pid, ref)
-// options: %{callbacks: [string], xla_options: [string], plugin_defaults: bool, portable: bool}
+// options: %{callbacks: [string], xla_options: [string], plugin_defaults: bool, portable: bool,
+//           compile_cache: bool}
 PB_NIF(nif_compile) {
   (void)argc;
   return guarded(env, "compiling", [&] {
@@ -94,6 +102,11 @@ PB_NIF(nif_compile) {
       auto b = get_bool(env, *v, "portable");
       if (!b) return make_error(env, b.error());
       job->options.portable = *b;
+    }
+    if (auto v = map_get(env, argv[3], "compile_cache")) {
+      auto b = get_bool(env, *v, "compile_cache");
+      if (!b) return make_error(env, b.error());
+      job->options.compile_cache = *b;
     }
     job->ref = enif_make_copy(job->env.get(), argv[5]);
     if (!run_off_scheduler([job] { job->run(); }))

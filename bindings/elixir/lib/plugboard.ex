@@ -154,7 +154,9 @@ defmodule Plugboard do
   Options: `name:` (what messages call it), `callbacks:` (the host-callback names the program calls:
   they are declared on the plugin before compiling), `xla_options:` (`["name=value"]`),
   `plugin_defaults:` (leave out the options plugboard adds for JAX's numerics), `portable:` (runs on
-  any device), `timeout:` (default `:infinity`).
+  any device), `compile_cache:` (default `true`: the release bundle's precompiled programs, then the
+  persistent compile cache, are looked in before compiling; see `Plugboard.Executable`'s `source`),
+  `timeout:` (default `:infinity`).
   """
   @spec compile(Client.t(), binary() | {:file, Path.t()}, keyword()) :: result(Executable.t())
   def compile(client, program, opts \\ [])
@@ -171,7 +173,8 @@ defmodule Plugboard do
       callbacks: Enum.map(Keyword.get(opts, :callbacks, []), &to_string/1),
       xla_options: Keyword.get(opts, :xla_options, []),
       plugin_defaults: Keyword.get(opts, :plugin_defaults, false),
-      portable: Keyword.get(opts, :portable, false)
+      portable: Keyword.get(opts, :portable, false),
+      compile_cache: Keyword.get(opts, :compile_cache, true)
     }
 
     ref = make_ref()

@@ -21,7 +21,11 @@ defmodule Sample.MixProject do
         applications: [compute: :permanent],
         steps: [:assemble, &Plugboard.Release.embed/1],
         plugboard: [
-          targets: [cpu: "xla-cpu-pjrt==0.0.1", cuda13: "jax-cuda13-pjrt==0.12.0.1", rocm7: "jax-rocm7-pjrt==0.12.0"]
+          targets: [cpu: "xla-cpu-pjrt==0.0.1", cuda13: "jax-cuda13-pjrt==0.12.0.1", rocm7: "jax-rocm7-pjrt==0.12.0"],
+          # Compiled into the bundle for every target that compiles here (cpu; cuda13 too, for an H200
+          # described by gpu_target_configs, with no GPU here): the first request pays no compile.
+          precompile: ["apps/compute/programs/model.mlir"],
+          gpu_target_configs: [cuda13: "../../../examples/gpu/h200.textproto"]
           # lock_file: "plugboard.lock" (the default), offline: "wheels/" (or PLUGBOARD_WHEELS=DIR)
         ]
       ]

@@ -37,6 +37,28 @@ defmodule Plugboard.RunTest do
         end
       end
 
+      test "the persistent compile cache: compiled, then a hit; compile_cache: false compiles", %{client: c} do
+        # A program no other test compiles (its constant is unique to this run), in this VM's cache folder.
+        k = System.unique_integer([:positive])
+        program = """
+        func.func public @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+          %k = stablehlo.constant dense<#{k}.0> : tensor<4xf32>
+          %0 = stablehlo.add %x, %k : tensor<4xf32>
+          return %0 : tensor<4xf32>
+        }
+        """
+
+        first = Plugboard.compile!(c, program, name: "cache_#{k}")
+        assert first.source == :compiled
+        assert is_float(first.compile_ms) and first.notes == []
+        second = Plugboard.compile!(c, program, name: "cache_#{k}")
+        assert second.source == :compile_cache
+        assert Plugboard.compile!(c, program, compile_cache: false).source == :compiled
+        x = Plugboard.buffer!(c, <<1.0::float-32-little, 2.0::float-32-little, 3.0::float-32-little, 4.0::float-32-little>>, :f32, {4})
+        [y] = Plugboard.run!(second, [x])
+        assert Plugboard.to_binary!(y) == for(v <- [1.0, 2.0, 3.0, 4.0], into: <<>>, do: <<v + k::float-32-little>>)
+      end
+
       test "a large binary is adopted and reads back", %{client: c} do
         n = 524_288
         data = f32s(Enum.map(1..n, &(&1 * 0.5)))

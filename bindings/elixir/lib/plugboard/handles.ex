@@ -23,7 +23,10 @@ end
 defmodule Plugboard.Executable do
   @moduledoc """
   A compiled program. `parameters` and `results` are `{dtype, shape}` (parameters nil when the plugin
-  cannot tell); `callbacks` names the host callbacks the program calls. Safe to run from any number of
+  cannot tell); `callbacks` names the host callbacks the program calls. `source` says where the
+  executable came from: `:compiled` (the plugin compiled it, in `compile_ms`), `:compile_cache` (the
+  persistent compile cache) or `:precompiled` (the release's bundle, `precompile:`), loaded in
+  `compile_ms`; `notes` names cache entries refused on the way. Safe to run from any number of
   processes at once.
   """
   @type array_type :: {Plugboard.dtype(), tuple()}
@@ -32,9 +35,12 @@ defmodule Plugboard.Executable do
           name: String.t(),
           parameters: [array_type()] | nil,
           results: [array_type()],
-          callbacks: [String.t()]
+          callbacks: [String.t()],
+          source: :compiled | :compile_cache | :precompiled,
+          compile_ms: float(),
+          notes: [String.t()]
         }
-  defstruct [:resource, :name, :parameters, :results, :callbacks]
+  defstruct [:resource, :name, :parameters, :results, :callbacks, :source, :compile_ms, notes: []]
 end
 
 defmodule Plugboard.Buffer do

@@ -27,6 +27,15 @@ defmodule Plugboard.Release do
   bundle (the plugins, `plugboard.json`, the CUDA callback bridge beside a CUDA target) is laid out at
   `lib/plugboard-VSN/priv/bundle` inside the release.
 
+  Precompiled programs: `precompile: ["programs/model.mlir", ...]` compiles each program (with the
+  default options of `Plugboard.compile/3`) for every target that can compile on the build machine
+  and stores the executables in the bundle, hashed in its manifest: the booted release's
+  `Plugboard.compile/3` of the same program loads it (`source: :precompiled`) instead of compiling.
+  CPU targets always compile here; a CUDA target compiles with no GPU for the GPU that
+  `gpu_target_configs: [cuda13: "h200.textproto"]` describes (a text GpuTargetConfigProto whose
+  `device_description_str` is the device kind the release will run on); other targets are listed as
+  not precompiled, with the reason, and compile when they first run.
+
   Other options: `cache:` (the plugin cache folder), `python:` (the Python whose pip downloads),
   `callback_bridge: false` (do not ship the CUDA callback bridge). Relative paths are taken from the
   project root.
@@ -56,8 +65,11 @@ defmodule Plugboard.Release do
           | {:cache, Path.t()}
           | {:python, Path.t()}
           | {:callback_bridge, boolean()}
+          | {:precompile, [Path.t()]}
+          | {:gpu_target_configs, [{atom() | String.t(), Path.t()}]}
 
-  @known [:targets, :companions, :priority, :probes, :create_options, :lock_file, :offline, :cache, :python, :callback_bridge]
+  @known [:targets, :companions, :priority, :probes, :create_options, :lock_file, :offline, :cache, :python, :callback_bridge,
+          :precompile, :gpu_target_configs]
 
   @doc """
   The release step: fetches the configured targets, writes the bundle into the release's copy of
@@ -92,7 +104,8 @@ defmodule Plugboard.Release do
 
     File.rm_rf!(bundle)
     target_args = Enum.flat_map(targets, fn {name, source} -> ["--target", "#{name}=#{source}"] end)
-    cli!(cli, ["bundle", "--out", bundle] ++ target_args ++ layout_args(opts) ++ fetching, release, targets)
+    cli!(cli, ["bundle", "--out", bundle] ++ target_args ++ layout_args(opts) ++ precompile_args(opts, root) ++ fetching,
+         release, targets)
     release
   end
 
@@ -123,9 +136,23 @@ defmodule Plugboard.Release do
       if(opts[:callback_bridge] == false, do: ["--no-callback-bridge"], else: [])
   end
 
+  # Programs as given (relative to the project root, where the CLI runs: the manifest names them so).
+  defp precompile_args(opts, root) do
+    programs = List.wrap(opts[:precompile])
+
+    for p <- programs, not File.regular?(Path.expand(p, root)),
+        do: Mix.raise("plugboard: precompile: #{inspect(p)} is not a file (relative paths are taken from #{root})")
+
+    Enum.flat_map(programs, &["--precompile", &1]) ++
+      Enum.flat_map(pairs(opts[:gpu_target_configs]), fn {name, file} ->
+        ["--gpu-target-config", "#{name}=#{Path.expand(file, root)}"]
+      end)
+  end
+
   defp cli!(cli, args, release, targets) do
     unless File.exists?(cli), do: Mix.raise("plugboard: the CLI #{cli} is missing from release #{release.name}")
-    {output, status} = System.cmd(cli, args, stderr_to_stdout: true)
+    # From the project root: the relative program paths of precompile: are named so in the manifest.
+    {output, status} = System.cmd(cli, args, stderr_to_stdout: true, cd: Path.dirname(Mix.Project.project_file()))
 
     if status == 0 do
       for line <- String.split(output, "\n", trim: true), do: Mix.shell().info("plugboard: " <> line)

@@ -25,6 +25,10 @@ defmodule Compute.Demo do
   }
   """
 
+  @model_file Path.expand("../../programs/model.mlir", __DIR__)
+  @external_resource @model_file
+  @model File.read!(@model_file)
+
   @input [1.0, 2.0, 3.0, 4.0, -1.0, -2.0, 0.5, 0.25]
   @factor 3.0
 
@@ -74,8 +78,26 @@ defmodule Compute.Demo do
 
     [out] = Plugboard.run!(exe, [x], callbacks: %{"host_scale" => scale}, ordered: %{"plugboard.print" => print})
     IO.puts("result: " <> format(Plugboard.to_host(out) |> elem(1)))
+    run_model(client)
+  end
+
+  # The model precompiled into the release's bundle: found there by its key, not compiled.
+  defp run_model(client) do
+    model = Plugboard.compile!(client, @model, name: "model.mlir")
+    IO.puts("model.mlir: #{source(model)}#{Enum.map_join(model.notes, "", &("; " <> &1))}")
+    args = [
+      Plugboard.buffer!(client, f32s(@input), :f32, {2, 4}),
+      Plugboard.buffer!(client, f32s(for i <- 1..12, do: i / 4), :f32, {4, 3}),
+      Plugboard.buffer!(client, f32s([-1.0, 0.0, 1.0]), :f32, {3})
+    ]
+    [y] = Plugboard.run!(model, args)
+    IO.puts("model: " <> format(Plugboard.to_host(y) |> elem(1)))
     :ok
   end
+
+  defp source(%Plugboard.Executable{source: :precompiled, compile_ms: ms}), do: "precompiled in the bundle (loaded in #{Float.round(ms, 2)} ms)"
+  defp source(%Plugboard.Executable{source: :compile_cache, compile_ms: ms}), do: "compile-cache hit (loaded in #{Float.round(ms, 2)} ms)"
+  defp source(%Plugboard.Executable{compile_ms: ms}), do: "compiled in #{Float.round(ms, 1)} ms"
 
   defp f32s(values), do: for(v <- values, into: <<>>, do: <<v::float-32-little>>)
   defp floats(bytes), do: for(<<v::float-32-little <- bytes>>, do: v)
