@@ -139,6 +139,12 @@ TEST_P(CompileCacheTest, EachKeyPartChangesTheKey) {
   auto other_kinds = *target;
   other_kinds.device_kinds.push_back("cpu");
   EXPECT_NE(compile_cache::cache_key(other_kinds, options, kAdd), base);
+  // A CPU entry is tied to this machine's processor.
+  EXPECT_EQ(target->host_cpu, compile_cache::host_cpu_features());
+  EXPECT_EQ(target->host_cpu.size(), 64u);
+  auto other_cpu = *target;
+  other_cpu.host_cpu = std::string(64, '0');
+  EXPECT_NE(compile_cache::cache_key(other_cpu, options, kAdd), base);
   auto other_platform = *target;
   other_platform.platform_name = "cuda";
   EXPECT_NE(compile_cache::cache_key(other_platform, options, kAdd), base);

@@ -56,6 +56,7 @@ Expected<Compiler> compiler_for(const fs::path& dir, const TargetEntry& entry, c
   c.target.platform_name = c.client->platform_name();
   c.target.platform_version = c.client->platform_version();
   for (const DeviceInfo& d : c.client->devices()) c.target.device_kinds.push_back(d.kind);
+  if (c.target.platform_name == "cpu") c.target.host_cpu = compile_cache::host_cpu_features();
   c.compile = [client = c.client, options](const Program& p) -> Expected<std::string> {
     PB_ASSIGN_OR_RETURN(std::shared_ptr<Executable> exe, client->compile(p, options));
     return exe->serialize();

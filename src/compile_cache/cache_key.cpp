@@ -1,5 +1,9 @@
 #include "compile_cache/cache_key.h"
 
+#include <algorithm>
+#include <fstream>
+#include <optional>
+
 #include "base/no_throw.h"
 #include "base/sha256.h"
 #include "compile_cache/plugin_fingerprint.h"
@@ -24,8 +28,30 @@ Expected<Target> target_of(const Client& client) noexcept {
     t.platform_name = client.platform_name();
     t.platform_version = client.platform_version();
     for (const DeviceInfo& d : client.devices()) t.device_kinds.push_back(d.kind);
+    if (t.platform_name == "cpu") t.host_cpu = host_cpu_features();
     return t;
   });
+}
+
+std::string host_cpu_features() {
+  static const std::string features = [] {
+    // /proc files report a size of 0, so they are read as a stream (at most 4 MiB).
+    std::ifstream in("/proc/cpuinfo");
+    auto text = std::make_optional<std::string>();
+    for (std::string line; text->size() < (size_t{4} << 20) && std::getline(in, line);) text->append(line).append("\n");
+    // The first processor's model name and flags: what XLA's CPU compiler tunes and emits code for.
+    std::string picked;
+    size_t at = 0;
+    while (at < text->size()) {
+      const size_t end = std::min(text->find('\n', at), text->size());
+      const std::string_view line(text->data() + at, end - at);
+      if (line.empty() && !picked.empty()) break;
+      if (line.starts_with("model name") || line.starts_with("flags")) picked.append(line).append("\n");
+      at = end + 1;
+    }
+    return picked.empty() ? std::string() : sha256_hex(std::as_bytes(std::span(picked.data(), picked.size())));
+  }();
+  return features;
 }
 
 std::string join_device_kinds(const std::vector<std::string>& kinds) {
@@ -43,6 +69,7 @@ std::string cache_key(const Target& target, std::string_view serialized_options,
   append_part(encoded, target.platform_name);
   append_part(encoded, std::to_string(target.device_kinds.size()));
   for (const std::string& kind : target.device_kinds) append_part(encoded, kind);
+  append_part(encoded, target.host_cpu);
   append_part(encoded, serialized_options);
   append_part(encoded, program_bytes);
   return sha256_hex(std::as_bytes(std::span(encoded.data(), encoded.size())));

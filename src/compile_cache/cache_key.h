@@ -27,7 +27,14 @@ struct Target {
   std::string platform_name;
   std::string platform_version;  // for the entry's metadata only
   std::vector<std::string> device_kinds;  // the client's addressable devices', in order
+  // For a CPU platform, the host processor's features (host_cpu_features()): XLA's CPU executables
+  // are compiled for the machine that compiles them, so an entry made on another processor is
+  // never loaded here (it could use instructions this one lacks). Empty for other platforms.
+  std::string host_cpu;
 };
+
+// A digest of this machine's processor model and feature flags (/proc/cpuinfo), "" when unknown.
+std::string host_cpu_features();
 
 // The client's plugin and devices (the plugin's sha256 from plugin_fingerprint.h).
 Expected<Target> target_of(const Client& client) noexcept;
