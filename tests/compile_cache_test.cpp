@@ -13,6 +13,7 @@
 #include "bundle/precompile.h"
 #include "compile_cache/cache_key.h"
 #include "compile_cache/cached_compile.h"
+#include "compile_cache/description_text.h"
 #include "compile_cache/entry.h"
 #include "test_env.h"
 
@@ -101,7 +102,25 @@ TEST_P(CompileCacheTest, AMissCompilesAndStoresThenTheSameProgramIsAHitThatRunsA
   EXPECT_EQ(second->key, first->key);
   EXPECT_TRUE(second->notes.empty()) << joined(second->notes);
   EXPECT_EQ(run(*client, *second->executable), (std::vector<float>{11, 22, 33, 44}));
-  EXPECT_EQ(second->executable->signature().parameters.size(), 2u);
+  // The hit's description (stored with the entry, the plugin not asked) is the compiled one's.
+  const Signature& a = first->executable->signature();
+  const Signature& b = second->executable->signature();
+  EXPECT_EQ(second->executable->name(), first->executable->name());
+  EXPECT_EQ(b.parameters_known, a.parameters_known);
+  EXPECT_EQ(b.parameters, a.parameters);
+  EXPECT_EQ(b.results, a.results);
+  EXPECT_EQ(b.results_dynamic, a.results_dynamic);
+  EXPECT_EQ(b.custom_call_targets, a.custom_call_targets);
+  EXPECT_EQ(b.parameters.size(), 2u);
+  // And it refuses a wrong call as the compiled one does.
+  const int64_t dims[1] = {4};
+  const float v[4] = {1, 2, 3, 4};
+  auto only = client->buffer_from_host(std::as_bytes(std::span(v)), DType::kF32, dims);
+  ASSERT_TRUE(only);
+  Buffer* one_arg[1] = {&*only};
+  auto wrong = second->executable->execute(one_arg);
+  ASSERT_FALSE(wrong);
+  EXPECT_NE(wrong.error().message().find("takes 2 argument(s), 1 given"), std::string::npos) << wrong.error().to_string();
   auto stats = cache.stats();
   ASSERT_TRUE(stats);
   EXPECT_EQ(stats->entries, 1u);
@@ -236,6 +255,53 @@ TEST_P(CompileCacheTest, AnEntryThePluginRefusesIsReportedAndReplaced) {
     entry->payload = std::string(64, 'x');
     write_all(p, compile_cache::encode_entry(*entry));
   }, "not used");
+}
+
+TEST_P(CompileCacheTest, AnEntryWithoutADescriptionIsDescribedByThePlugin) {
+  ScratchDir dir;
+  const DiskCache cache(dir.path());
+  auto client = testing::make_client(GetParam().path);
+  ASSERT_TRUE(client);
+  const Program add = program(kAdd, "add.mlir");
+  auto first = compile_with(*client, add, cache);
+  ASSERT_TRUE(first);
+  const auto path = cache.entry_path(first->key);
+  auto entry = compile_cache::decode_entry(read_all(path), "", path.string());
+  ASSERT_TRUE(entry);
+  for (const char* k : {"name", "parameters", "results", "results_dynamic", "custom_calls"}) entry->metadata.erase(k);
+  write_all(path, compile_cache::encode_entry(*entry));
+  auto hit = compile_with(*client, add, cache);
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(hit->origin, Origin::kCompileCache);
+  EXPECT_EQ(hit->executable->signature().parameters, first->executable->signature().parameters);
+  EXPECT_EQ(run(*client, *hit->executable), (std::vector<float>{11, 22, 33, 44}));
+}
+
+TEST(CompileCacheDescription, ADescriptionRoundTripsThroughMetadataAndBadTextIsIgnored) {
+  Description d;
+  d.name = "main";
+  d.signature.parameters_known = true;
+  d.signature.parameters = {{DType::kF32, Dims{4, 8}}, {DType::kI32, Dims{}}};
+  d.signature.results = {{DType::kBF16, Dims{0, 3}}};
+  d.signature.results_dynamic = {true};
+  d.signature.custom_call_targets = std::vector<std::string>{"plugboard.print", "host_scale"};
+  std::map<std::string, std::string> m;
+  compile_cache::put_description(d, m);
+  auto back = compile_cache::get_description(m);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->name, "main");
+  EXPECT_EQ(back->signature.parameters, d.signature.parameters);
+  EXPECT_EQ(back->signature.results, d.signature.results);
+  EXPECT_EQ(back->signature.results_dynamic, d.signature.results_dynamic);
+  EXPECT_EQ(back->signature.custom_call_targets, d.signature.custom_call_targets);
+  m["parameters"] = "f32[4,x]";
+  EXPECT_FALSE(compile_cache::get_description(m));
+  m["parameters"] = "?";
+  auto unknown = compile_cache::get_description(m);
+  ASSERT_TRUE(unknown);
+  EXPECT_FALSE(unknown->signature.parameters_known);
+  m["results_dynamic"] = "11";  // one result
+  EXPECT_FALSE(compile_cache::get_description(m));
 }
 
 TEST(CompileCacheEntry, HeadersThatAreNotEntriesOrFromAnotherVersionAreRefused) {

@@ -9,6 +9,7 @@
 #include "base/sha256.h"
 #include "bundle/assemble.h"
 #include "compile_cache/cache_key.h"
+#include "compile_cache/description_text.h"
 #include "compile_cache/entry.h"
 #include "fetch/file_lock.h"
 #include "runtime/client.h"
@@ -19,8 +20,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Compiles one program for one target: the serialized executable.
-using CompileFn = std::function<Expected<std::string>(const Program&)>;
+// What compiling one program for one target gives: the serialized executable, and its description
+// when a client compiled it (a topology's executable is described by the plugin when first loaded).
+struct Compiled {
+  std::string serialized;
+  std::optional<Description> description;
+};
+using CompileFn = std::function<Expected<Compiled>(const Program&)>;
 
 struct Compiler {
   compile_cache::Target target;
@@ -47,7 +53,10 @@ Expected<Compiler> compiler_for(const fs::path& dir, const TargetEntry& entry, c
     c.topology = std::move(t);
     c.target.platform_name = c.topology->platform_name();
     c.target.device_kinds = c.topology->device_kinds();
-    c.compile = [t = c.topology, options](const Program& p) { return t->compile_serialized(p, options); };
+    c.compile = [t = c.topology, options](const Program& p) -> Expected<Compiled> {
+      PB_ASSIGN_OR_RETURN(std::string serialized, t->compile_serialized(p, options));
+      return Compiled{std::move(serialized), std::nullopt};
+    };
     return c;
   }
   ClientOptions client_options;
@@ -57,9 +66,10 @@ Expected<Compiler> compiler_for(const fs::path& dir, const TargetEntry& entry, c
   c.target.platform_version = c.client->platform_version();
   for (const DeviceInfo& d : c.client->devices()) c.target.device_kinds.push_back(d.kind);
   if (c.target.platform_name == "cpu") c.target.host_cpu = compile_cache::host_cpu_features();
-  c.compile = [client = c.client, options](const Program& p) -> Expected<std::string> {
+  c.compile = [client = c.client, options](const Program& p) -> Expected<Compiled> {
     PB_ASSIGN_OR_RETURN(std::shared_ptr<Executable> exe, client->compile(p, options));
-    return exe->serialize();
+    PB_ASSIGN_OR_RETURN(std::string serialized, exe->serialize());
+    return Compiled{std::move(serialized), exe->description()};
   };
   return c;
 }
@@ -105,7 +115,7 @@ Expected<std::vector<PrecompileOutcome>> precompile_bundle(const fs::path& dir, 
       std::vector<PrecompiledProgram> precompiled;
       for (const Program& program : programs) {
         const auto start = Clock::now();
-        PB_ASSIGN_OR_RETURN(std::string payload,
+        PB_ASSIGN_OR_RETURN(Compiled compiled,
                             annotate(compiler->compile(program), "precompiling " + program.name() + " for target " + entry.name));
         const double ms = ms_since(start);
         compile_cache::Entry e;
@@ -115,7 +125,8 @@ Expected<std::vector<PrecompileOutcome>> precompile_bundle(const fs::path& dir, 
                       {"platform", compiler->target.platform_name},
                       {"device_kinds", compile_cache::join_device_kinds(compiler->target.device_kinds)},
                       {"target", entry.name}};
-        e.payload = std::move(payload);
+        e.payload = std::move(compiled.serialized);
+        if (compiled.description) compile_cache::put_description(*compiled.description, e.metadata);
         const std::string bytes = compile_cache::encode_entry(e);
         const std::string relative = "compiled/" + entry.name + "/" + e.key + ".pbx";
         std::error_code ec;

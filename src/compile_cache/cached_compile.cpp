@@ -9,6 +9,7 @@
 #include "base/regular_file.h"
 #include "base/sha256.h"
 #include "compile_cache/cache_key.h"
+#include "compile_cache/description_text.h"
 #include "compile_cache/entry.h"
 
 namespace plugboard::compile_cache {
@@ -96,7 +97,9 @@ Expected<CompileOutcome> compile(const Client& client, const Program& program, c
 
     // Loads an entry's executable; false (with a note) when the plugin refuses it.
     auto load = [&](Entry entry, const std::filesystem::path& path, Origin origin, auto start) {
-      auto exe = client.load_serialized(entry.payload, options.portable, "compile-cache entry " + path.string());
+      const std::optional<Description> known = get_description(entry.metadata);
+      auto exe = client.load_serialized(entry.payload, options.portable, "compile-cache entry " + path.string(),
+                                        known ? &*known : nullptr);
       if (!exe) {
         out.notes.push_back("entry " + path.string() + " not used: " + exe.error().to_string());
         return false;
@@ -139,6 +142,7 @@ Expected<CompileOutcome> compile(const Client& client, const Program& program, c
                  {"device_kinds", join_device_kinds(target->device_kinds)},
                  {"created", utc_now()}},
                 std::move(*serialized)};
+    put_description(out.executable->description(), entry.metadata);
     if (auto stored = sources.cache->store(entry); !stored)
       out.notes.push_back("not stored in the compile cache: " + stored.error().to_string());
     else

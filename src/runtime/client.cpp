@@ -198,9 +198,9 @@ Expected<std::shared_ptr<Executable>> Client::compile(const Program& program, co
 }
 
 Expected<std::shared_ptr<Executable>> Client::load_serialized(std::string_view serialized, bool portable,
-                                                              const std::string& what) const noexcept {
+                                                              const std::string& what, const Description* known) const noexcept {
   return no_throw("loading a serialized executable", [&]() -> Expected<std::shared_ptr<Executable>> {
-    return internal::deserialize(shared_from_this(), serialized, portable, what);
+    return internal::deserialize(shared_from_this(), serialized, portable, what, known);
   });
 }
 

@@ -93,8 +93,10 @@ class Client : public std::enable_shared_from_this<Client> {
   // (PJRT_Executable_DeserializeAndLoad). `portable`: as it was compiled. `what` names it in messages.
   // The plugin's error for bytes it cannot load (another build's, or corrupt ones: callers check a
   // checksum first, see src/compile_cache).
-  Expected<std::shared_ptr<Executable>> load_serialized(std::string_view serialized, bool portable,
-                                                        const std::string& what) const noexcept;
+  // `known`: the executable's description stored with it (Executable::description()), which spares
+  // asking the plugin for it; null asks.
+  Expected<std::shared_ptr<Executable>> load_serialized(std::string_view serialized, bool portable, const std::string& what,
+                                                        const Description* known = nullptr) const noexcept;
 
   PJRT_Client* raw() const { return client_; }
   PJRT_Device* device_handle(int index) const { return device_handles_[static_cast<size_t>(index)]; }

@@ -58,11 +58,11 @@ Expected<std::shared_ptr<Executable>> compile(std::shared_ptr<const Client> clie
   args.compile_options = serialized.data();
   args.compile_options_size = serialized.size();
   PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Client_Compile, args), doing));
-  return adopt_loaded(std::move(client), args.executable, options.portable, doing);
+  return adopt_loaded(std::move(client), args.executable, options.portable, doing, nullptr);
 }
 
 Expected<std::shared_ptr<Executable>> deserialize(std::shared_ptr<const Client> client, std::string_view serialized,
-                                                  bool portable, const std::string& what) {
+                                                  bool portable, const std::string& what, const Description* known) {
   const abi::Api& api = client->plugin().api();
   const std::string doing = "loading " + what + " with " + client->plugin().path().string();
   auto args = PB_PJRT_ARGS(PJRT_Executable_DeserializeAndLoad_Args);
@@ -72,26 +72,35 @@ Expected<std::shared_ptr<Executable>> deserialize(std::shared_ptr<const Client> 
   PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Executable_DeserializeAndLoad, args), doing));
   if (!args.loaded_executable)
     return make_error(Code::kInternal, doing + ": PJRT_Executable_DeserializeAndLoad handed back no executable");
-  return adopt_loaded(std::move(client), args.loaded_executable, portable, doing);
+  return adopt_loaded(std::move(client), args.loaded_executable, portable, doing, known);
 }
 
 Expected<std::shared_ptr<Executable>> adopt_loaded(std::shared_ptr<const Client> client, PJRT_LoadedExecutable* loaded,
-                                                   bool portable, const std::string& doing) {
+                                                   bool portable, const std::string& doing, const Description* known) {
   const abi::Api& api = client->plugin().api();
   std::shared_ptr<Executable> exe(new Executable());
   exe->client_ = std::move(client);
   exe->loaded_ = loaded;  // owned from here
   exe->portable_ = portable;
-
-  PB_ASSIGN_OR_RETURN(UnloadedExecutable handle, annotate(unloaded_executable(api, exe->loaded_), doing));
-  auto name = PB_PJRT_ARGS(PJRT_Executable_Name_Args);
-  name.executable = handle.get();
-  if (PB_PJRT_CALL(api, PJRT_Executable_Name, name))
-    exe->name_.assign(abi::view(name.executable_name, name.executable_name_size));
-  PB_ASSIGN_OR_RETURN(exe->signature_, annotate(query_signature(api, handle.get()), doing));
+  if (known) {
+    exe->name_ = known->name;
+    exe->signature_ = known->signature;
+  } else {
+    PB_RETURN_IF_ERROR(describe(api, *exe, doing));
+  }
   for (size_t i = 0; i < exe->signature_.parameters.size(); ++i)
     exe->all_arg_indices_.push_back(static_cast<int64_t>(i));
   return std::shared_ptr<Executable>(std::move(exe));
+}
+
+Status describe(const abi::Api& api, Executable& exe, const std::string& doing) {
+  PB_ASSIGN_OR_RETURN(UnloadedExecutable handle, annotate(unloaded_executable(api, exe.loaded_), doing));
+  auto name = PB_PJRT_ARGS(PJRT_Executable_Name_Args);
+  name.executable = handle.get();
+  if (PB_PJRT_CALL(api, PJRT_Executable_Name, name))
+    exe.name_.assign(abi::view(name.executable_name, name.executable_name_size));
+  PB_ASSIGN_OR_RETURN(exe.signature_, annotate(query_signature(api, handle.get()), doing));
+  return ok();
 }
 
 UnloadedExecutable::~UnloadedExecutable() {

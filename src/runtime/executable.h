@@ -19,11 +19,16 @@ namespace plugboard {
 
 class Client;
 class Executable;
+struct Description;
+namespace abi {
+class Api;
+}
 struct CompileOptions;
 class Program;
 namespace internal {
+Status describe(const abi::Api& api, Executable& exe, const std::string& doing);
 Expected<std::shared_ptr<Executable>> adopt_loaded(std::shared_ptr<const Client> client, PJRT_LoadedExecutable* loaded,
-                                                   bool portable, const std::string& doing);
+                                                   bool portable, const std::string& doing, const Description* known);
 }
 
 struct ArrayType {
@@ -48,6 +53,14 @@ struct Signature {
   // Every custom-call target the optimized program calls (each name once, in the order first seen);
   // nullopt when the plugin could not tell (no OptimizedProgram).
   std::optional<std::vector<std::string>> custom_call_targets;
+};
+
+// What an executable's loader learns by asking the plugin (name and signature): stored beside a
+// serialized executable, it spares the asking (PJRT_Executable_OptimizedProgram twice and an HLO parse)
+// when the executable is loaded again.
+struct Description {
+  std::string name;
+  Signature signature;
 };
 
 struct ExecuteOptions {
@@ -78,6 +91,7 @@ class Executable : public std::enable_shared_from_this<Executable> {
 
   const std::string& name() const { return name_; }
   const Signature& signature() const { return signature_; }
+  Description description() const { return {name_, signature_}; }
   size_t num_outputs() const { return signature_.results.size(); }
   const std::shared_ptr<const Client>& client() const { return client_; }
 
@@ -100,7 +114,8 @@ class Executable : public std::enable_shared_from_this<Executable> {
 
  private:
   friend Expected<std::shared_ptr<Executable>> internal::adopt_loaded(std::shared_ptr<const Client>, PJRT_LoadedExecutable*,
-                                                                     bool, const std::string&);
+                                                                     bool, const std::string&, const Description*);
+  friend Status internal::describe(const abi::Api&, Executable&, const std::string&);
   Executable() = default;
   Status check_args(std::span<Buffer* const> args, const ExecuteOptions& options) const;
 

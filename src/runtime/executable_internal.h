@@ -23,11 +23,15 @@ PJRT_Program pjrt_program_of(const Program& program);
 // An executable serialized by the same plugin build (PJRT_Executable_DeserializeAndLoad), loaded on
 // `client`. `what` names it in messages ("compile-cache entry ..."). `portable` as it was compiled.
 Expected<std::shared_ptr<Executable>> deserialize(std::shared_ptr<const Client> client, std::string_view serialized,
-                                                  bool portable, const std::string& what);
+                                                  bool portable, const std::string& what, const Description* known);
 
-// Takes ownership of `loaded` (destroyed on error too) and reads its name and signature.
+// Takes ownership of `loaded` (destroyed on error too) and reads its name and signature, or takes
+// them from `known` (a description stored with the serialized executable) without asking the plugin.
 Expected<std::shared_ptr<Executable>> adopt_loaded(std::shared_ptr<const Client> client, PJRT_LoadedExecutable* loaded,
-                                                   bool portable, const std::string& doing);
+                                                   bool portable, const std::string& doing, const Description* known);
+
+// Asks the plugin for the executable's name and signature.
+Status describe(const abi::Api& api, Executable& exe, const std::string& doing);
 
 // An owned PJRT_Executable (the unloaded view of a loaded one, or what PJRT_Compile makes).
 class UnloadedExecutable {
