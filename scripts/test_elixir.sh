@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Elixir package's tests (bindings/elixir): ExUnit on the three real CPU plugins, then the
-# end-to-end release test (the sample app's compute release built, booted and run here).
+# end-to-end release test (the sample app's compute release built, booted and run here), then Nx on
+# plugboard (bindings/elixir/plugboard_nx, with Nx from PLUGBOARD_HEX_MIRROR).
 # Uses the C++ build in BUILD_DIR (default build/): its install tree becomes the package's native
 # library (PLUGBOARD_PREFIX), its fault plugins the tests' (PLUGBOARD_FAULT_DIR).
 #
@@ -41,5 +42,17 @@ if [ -x "$root/tests/elixir_release_test.sh" ]; then
   echo "[elixir] the sample app's compute release, end to end"
   export PLUGBOARD_FAULT_PLUGIN="$build/tests/libfault_init_error.so"
   "$root/tests/elixir_release_test.sh" "$build/elixir-release-test"
+fi
+
+# Nx on plugboard (bindings/elixir/plugboard_nx) needs Nx: from Hex, or from the folder of Hex
+# packages PLUGBOARD_HEX_MIRROR names (default: ../shared/vendor/hex beside the repository, where
+# this workplace keeps one).
+mirror=${PLUGBOARD_HEX_MIRROR:-}
+[ -z "$mirror" ] && [ -d "$root/../shared/vendor/hex/nx" ] && mirror=$(cd "$root/../shared/vendor/hex" && pwd)
+if [ -n "$mirror" ]; then
+  echo "[elixir] Nx on plugboard (bindings/elixir/plugboard_nx; Nx from $mirror)"
+  (cd "$root/bindings/elixir/plugboard_nx" && PLUGBOARD_HEX_MIRROR="$mirror" MIX_ENV=test mix test)
+else
+  echo "[elixir] SKIPPED bindings/elixir/plugboard_nx: no Hex mirror (set PLUGBOARD_HEX_MIRROR to a folder holding nx/, complex/ and telemetry/)"
 fi
 echo "[elixir] all tests passed"

@@ -1,0 +1,144 @@
+defmodule Plugboard.Nx do
+  @moduledoc """
+  An `Nx.Defn` compiler that runs numerical definitions on the target plugboard booted: CPU here,
+  CUDA or ROCm elsewhere, with no per-target build.
+
+      Nx.Defn.jit(&MyModel.predict/2, compiler: Plugboard.Nx).(params, x)
+      Nx.Defn.global_default_options(compiler: Plugboard.Nx)
+
+  Each function is lowered to StableHLO text (`Plugboard.Nx.Emitter`), compiled once per argument
+  template and cached (in memory, then in plugboard's persistent compile cache), and run through
+  `Plugboard.run/3`; results are `Plugboard.Nx.Backend` tensors that stay on the device.
+
+  Options:
+    * `client:` — a `%Plugboard.Client{}` to run on (default: the client the `:plugboard`
+      application booted, `Plugboard.client/0`);
+    * `target:` — a target name of the booted bundle to boot and use instead;
+    * `debug: true` — print the MLIR module when it is compiled.
+  """
+  @behaviour Nx.Defn.Compiler
+  alias Nx.Defn.Composite
+  alias Plugboard.Nx.{Backend, Cache, Emitter}
+
+  @impl true
+  def __partitions_options__(opts), do: [opts]
+
+  @impl true
+  def __to_backend__(opts), do: {Backend, client: client!(opts)}
+
+  @impl true
+  def __jit__(key, vars, fun, args_list, opts), do: __compile__(key, vars, fun, opts).(args_list)
+
+  @impl true
+  def __compile__(key, vars, fun, opts) do
+    client = client!(opts)
+    params = Composite.flatten_list(vars)
+    templates = Enum.map(params, &{&1.type, &1.shape, &1.vectorized_axes})
+    cache_key = {client.resource, key, templates, Keyword.take(opts, [:debug])}
+
+    {exe, output} =
+      Cache.get_or_compile(cache_key, fn ->
+        {expr, output} = devectorized_output(fun.(vars))
+        {text, _} = Emitter.to_mlir(Enum.map(params, &Nx.devectorize/1), expr)
+        if opts[:debug], do: IO.puts(text)
+        {Plugboard.compile!(client, text, name: name_of(key)), output}
+      end)
+
+    fn args_list ->
+      for args <- args_list do
+        buffers = Enum.map(args, &Backend.to_buffer(client, &1.()))
+        outputs = Plugboard.run!(exe, buffers)
+
+        {result, []} =
+          Composite.traverse(output, outputs, fn template, [buffer | rest] ->
+            {Backend.from_buffer(template, buffer, client), rest}
+          end)
+
+        result
+      end
+    end
+  end
+
+  @impl true
+  def __stream__(key, input, acc, vars, fun, [args], opts) do
+    count = Composite.count(input) + Composite.count(acc)
+    rest = Enum.drop(args, count)
+    runner = __compile__(key, vars, fun, opts)
+
+    [
+      Nx.Defn.Stream.start_link(input, acc, fn input_params, acc ->
+        acc_params = [acc] |> Composite.flatten_list() |> Enum.map(&fn -> &1 end)
+        [result] = runner.([input_params ++ acc_params ++ rest])
+        result
+      end)
+    ]
+  end
+
+  @doc """
+  The StableHLO module `fun` compiles to for `args` (tensors or templates, as `Nx.Defn.jit` takes
+  them): for reading, debugging, or `plugboard run`.
+  """
+  def to_mlir(fun, args) do
+    {expr, _output} = devectorized_output(Nx.Defn.debug_expr_apply(fun, args))
+    params = args |> Composite.flatten_list() |> Enum.map(&(&1 |> Nx.to_template() |> Nx.devectorize()))
+    {text, _} = Emitter.to_mlir(params, expr)
+    text
+  end
+
+  # The result's tensors, devectorized for the program, and the templates (vectorized as the result
+  # is) that the outputs are put back into.
+  defp devectorized_output(expr) do
+    {expr, output} = Composite.traverse(expr, [], &{Nx.devectorize(&1), [&1 | &2]})
+    {expr, output |> Enum.reverse() |> then(&rebuild(expr, &1))}
+  end
+
+  defp rebuild(expr, templates) do
+    {container, []} = Composite.traverse(expr, templates, fn _, [t | rest] -> {Nx.to_template(t), rest} end)
+    container
+  end
+
+  defp name_of(key) when is_function(key) do
+    info = Function.info(key)
+    "#{inspect(info[:module])}.#{info[:name]}"
+  end
+
+  defp name_of(_), do: "defn"
+
+  @doc """
+  Makes `client` the one compilations and the backend use when no `client:`/`target:` is given
+  (instead of the client the `:plugboard` application booted).
+  """
+  def put_default_client(%Plugboard.Client{} = client), do: :persistent_term.put({__MODULE__, :default}, client)
+
+  @doc false
+  def client!(opts) do
+    cond do
+      client = opts[:client] ->
+        client
+
+      client = opts[:target] == nil && :persistent_term.get({__MODULE__, :default}, nil) ->
+        client
+
+      target = opts[:target] ->
+        case :persistent_term.get({__MODULE__, :target, target}, nil) do
+          nil ->
+            opts = Plugboard.Application.boot_options(Application.get_all_env(:plugboard))
+
+            case Plugboard.boot(Keyword.merge(opts, target: to_string(target), targets: nil) |> Enum.reject(&is_nil(elem(&1, 1)))) do
+              {:ok, client, _report} ->
+                :persistent_term.put({__MODULE__, :target, target}, client)
+                client
+
+              {:error, error, _report} ->
+                raise ArgumentError, "Plugboard.Nx: target #{target} cannot start: #{Exception.message(error)}"
+            end
+
+          client ->
+            client
+        end
+
+      true ->
+        Plugboard.client!()
+    end
+  end
+end

@@ -1,0 +1,295 @@
+defmodule Plugboard.Nx.Backend do
+  @moduledoc """
+  An Nx backend whose tensors live in plugboard buffers on the booted target:
+
+      Nx.default_backend(Plugboard.Nx.Backend)
+      Nx.tensor([1, 2, 3]) |> Nx.multiply(2) |> Nx.sum()
+
+  Each eager operation runs a small program, compiled once per operation, types and shapes by
+  `Plugboard.Nx` and cached. `backend_transfer`/`backend_copy`/`to_binary`/`inspect` read the buffer.
+  Option: `client:` (default: the booted client, `Plugboard.client/0`).
+  """
+  @behaviour Nx.Backend
+  alias Nx.Tensor, as: T
+
+  defstruct [:buffer, :client]
+
+  @dtypes %{
+    {:s, 8} => :i8, {:s, 16} => :i16, {:s, 32} => :i32, {:s, 64} => :i64,
+    {:u, 8} => :u8, {:u, 16} => :u16, {:u, 32} => :u32, {:u, 64} => :u64,
+    {:f, 16} => :f16, {:bf, 16} => :bf16, {:f, 32} => :f32, {:f, 64} => :f64,
+    {:c, 64} => :c64, {:c, 128} => :c128
+  }
+
+  @doc false
+  def dtype(type), do: Map.fetch!(@dtypes, type)
+
+  @doc false
+  # A tensor as a buffer of `client`: its own when it already lives there, else a copy of its bytes.
+  def to_buffer(client, %T{data: %__MODULE__{buffer: buffer, client: %{resource: r}}}) when r == client.resource,
+    do: buffer
+
+  def to_buffer(client, %T{} = t) do
+    t = Nx.devectorize(t, keep_names: false)
+    Plugboard.buffer!(client, Nx.to_binary(t), dtype(t.type), t.shape)
+  end
+
+  @doc false
+  def from_buffer(%T{} = template, buffer, client), do: %{template | data: %__MODULE__{buffer: buffer, client: client}}
+
+  ## Creation
+
+  @impl true
+  def init(opts) do
+    Keyword.validate!(opts, [:client])
+  end
+
+  defp client(opts), do: Plugboard.Nx.client!(opts)
+
+  @impl true
+  def from_binary(%T{type: type, shape: shape} = out, binary, opts) do
+    client = client(opts)
+    %{out | data: %__MODULE__{buffer: Plugboard.buffer!(client, binary, dtype(type), shape), client: client}}
+  end
+
+  @impl true
+  def constant(out, number, opts), do: via_binary(out, opts, &Nx.BinaryBackend.constant(&1, number, []))
+
+  @impl true
+  def eye(out, opts), do: via_binary(out, opts, &Nx.BinaryBackend.eye(&1, []))
+
+  @impl true
+  def iota(out, axis, opts), do: via_binary(out, opts, &Nx.BinaryBackend.iota(&1, axis, []))
+
+  defp via_binary(out, opts, fun), do: from_binary(out, Nx.to_binary(fun.(out)), opts)
+
+  ## Memory
+
+  @impl true
+  def to_binary(%T{data: %__MODULE__{buffer: buffer}} = t, limit) do
+    binary = Plugboard.to_binary!(buffer)
+    size = div(elem(t.type, 1), 8)
+    if limit * size < byte_size(binary), do: binary_part(binary, 0, limit * size), else: binary
+  end
+
+  @impl true
+  def inspect(%T{} = t, opts) do
+    limit = if opts.limit == :infinity, do: Nx.size(t), else: opts.limit + 1
+    Nx.Backend.inspect(t, to_binary(t, min(limit, Nx.size(t))), opts)
+  end
+
+  @impl true
+  def backend_copy(%T{} = t, backend, opts), do: backend.from_binary(t, to_binary(t, Nx.size(t)), opts)
+
+  @impl true
+  def backend_transfer(%T{} = t, __MODULE__, opts), do: if(opts == [], do: t, else: backend_copy(t, __MODULE__, opts))
+  def backend_transfer(%T{} = t, backend, opts), do: backend_copy(t, backend, opts)
+
+  # The garbage collector owns the buffer (a plugboard resource): nothing to release by hand.
+  @impl true
+  def backend_deallocate(%T{}), do: :ok
+
+  @impl true
+  def to_batched(out, %T{} = t, opts) do
+    t
+    |> then(&Nx.BinaryBackend.from_binary(&1, to_binary(&1, Nx.size(&1)), []))
+    |> then(&Nx.BinaryBackend.to_batched(out, &1, opts))
+    |> Stream.map(&backend_copy(&1, __MODULE__, client: client_of([t])))
+  end
+
+  ## Operations: each one a jitted program over Nx.Defn.Expr
+
+  defp jit(args, fun) do
+    Nx.Defn.jit_apply(fun, args, compiler: Plugboard.Nx, client: client_of(args))
+  end
+
+  defp client_of(args) do
+    Enum.find_value(List.flatten(Enum.map(args, &flat/1)), fn
+      %T{data: %__MODULE__{client: client}} -> client
+      _ -> nil
+    end) || Plugboard.Nx.client!([])
+  end
+
+  defp flat(tuple) when is_tuple(tuple), do: Tuple.to_list(tuple)
+  defp flat(other), do: [other]
+
+  binary_ops =
+    [:add, :subtract, :multiply, :pow, :remainder, :divide, :atan2, :min, :max, :quotient] ++
+      [:bitwise_and, :bitwise_or, :bitwise_xor, :left_shift, :right_shift] ++
+      [:equal, :not_equal, :greater, :less, :greater_equal, :less_equal] ++
+      [:logical_and, :logical_or, :logical_xor]
+
+  for op <- binary_ops do
+    @impl true
+    def unquote(op)(out, a, b) do
+      out = Nx.to_template(out)
+      jit([a, b], fn a, b -> Nx.Defn.Expr.unquote(op)(out, a, b) end)
+    end
+  end
+
+  unary_ops =
+    Enum.map(Nx.Shared.unary_math_funs(), &elem(&1, 0)) ++
+      [:abs, :bitwise_not, :ceil, :conjugate, :floor, :negate, :round, :sign] ++
+      [:count_leading_zeros, :population_count, :real, :imag, :is_nan, :is_infinity, :as_type, :bitcast, :reshape]
+
+  for op <- unary_ops do
+    @impl true
+    def unquote(op)(out, a) do
+      out = Nx.to_template(out)
+      jit([a], fn a -> Nx.Defn.Expr.unquote(op)(out, a) end)
+    end
+  end
+
+  # Operations whose other arguments are options, axes or shapes (closed over, not traced).
+  with_options = [
+    squeeze: 1, transpose: 1, reverse: 1, all: 1, any: 1, sum: 1, product: 1, reduce_max: 1,
+    reduce_min: 1, argmax: 1, argmin: 1, sort: 1, argsort: 1, fft: 1, ifft: 1, broadcast: 2
+  ]
+
+  for {op, extra} <- with_options do
+    args = Macro.generate_arguments(extra, __MODULE__)
+
+    @impl true
+    def unquote(op)(out, a, unquote_splicing(args)) do
+      out = Nx.to_template(out)
+      jit([a], fn a -> Nx.Defn.Expr.unquote(op)(out, a, unquote_splicing(args)) end)
+    end
+  end
+
+  for op <- [:window_sum, :window_product, :window_max, :window_min] do
+    @impl true
+    def unquote(op)(out, a, window, opts) do
+      out = Nx.to_template(out)
+      jit([a], fn a -> Nx.Defn.Expr.unquote(op)(out, a, window, opts) end)
+    end
+  end
+
+  for op <- [:take, :take_along_axis, :gather] do
+    @impl true
+    def unquote(op)(out, a, indices, opts) do
+      out = Nx.to_template(out)
+      jit([a, indices], fn a, indices -> Nx.Defn.Expr.unquote(op)(out, a, indices, opts) end)
+    end
+  end
+
+  for op <- [:indexed_add, :indexed_put] do
+    @impl true
+    def unquote(op)(out, a, indices, updates, opts) do
+      out = Nx.to_template(out)
+      jit([a, indices, updates], fn a, i, u -> Nx.Defn.Expr.unquote(op)(out, a, i, u, opts) end)
+    end
+  end
+
+  for op <- [:window_scatter_max, :window_scatter_min] do
+    @impl true
+    def unquote(op)(out, a, source, init, window, opts) do
+      out = Nx.to_template(out)
+      jit([a, source, init], fn a, s, i -> Nx.Defn.Expr.unquote(op)(out, a, s, i, window, opts) end)
+    end
+  end
+
+  @impl true
+  def pad(out, a, value, config) do
+    out = Nx.to_template(out)
+    jit([a, value], fn a, v -> Nx.Defn.Expr.pad(out, a, v, config) end)
+  end
+
+  @impl true
+  def dot(out, a, ca, ba, b, cb, bb) do
+    out = Nx.to_template(out)
+    jit([a, b], fn a, b -> Nx.Defn.Expr.dot(out, a, ca, ba, b, cb, bb) end)
+  end
+
+  @impl true
+  def clip(out, a, min, max) do
+    out = Nx.to_template(out)
+    jit([a, min, max], fn a, lo, hi -> Nx.Defn.Expr.clip(out, a, lo, hi) end)
+  end
+
+  @impl true
+  def select(out, pred, on_true, on_false) do
+    out = Nx.to_template(out)
+    jit([pred, on_true, on_false], fn p, t, f -> Nx.Defn.Expr.select(out, p, t, f) end)
+  end
+
+  @impl true
+  def conv(out, a, kernel, opts) do
+    out = Nx.to_template(out)
+    jit([a, kernel], fn a, k -> Nx.Defn.Expr.conv(out, a, k, opts) end)
+  end
+
+  @impl true
+  def triangular_solve(out, a, b, opts) do
+    out = Nx.to_template(out)
+    jit([a, b], fn a, b -> Nx.Defn.Expr.triangular_solve(out, a, b, opts) end)
+  end
+
+  @impl true
+  def concatenate(out, tensors, axis) do
+    out = Nx.to_template(out)
+    jit([List.to_tuple(tensors)], fn tuple -> Nx.Defn.Expr.concatenate(out, Tuple.to_list(tuple), axis) end)
+  end
+
+  # Start indices may be tensors: they are traced with the operand, integers are closed over.
+  @impl true
+  def slice(out, a, starts, lengths, strides) do
+    out = Nx.to_template(out)
+    {dynamic, rebuild} = split_indices(starts)
+    jit([a, dynamic], fn a, d -> Nx.Defn.Expr.slice(out, a, rebuild.(d), lengths, strides) end)
+  end
+
+  @impl true
+  def put_slice(out, a, starts, slice) do
+    out = Nx.to_template(out)
+    {dynamic, rebuild} = split_indices(starts)
+    jit([a, dynamic, slice], fn a, d, s -> Nx.Defn.Expr.put_slice(out, a, rebuild.(d), s) end)
+  end
+
+  defp split_indices(starts) do
+    tensors = for %T{} = t <- starts, do: t
+
+    rebuild = fn tuple ->
+      {list, []} =
+        Enum.map_reduce(starts, Tuple.to_list(tuple), fn
+          %T{}, [t | rest] -> {t, rest}
+          i, rest -> {i, rest}
+        end)
+
+      list
+    end
+
+    {List.to_tuple(tensors), rebuild}
+  end
+
+  @impl true
+  def reduce(out, a, acc, opts, fun) do
+    out = Nx.to_template(out)
+    jit([a, acc], fn a, acc -> Nx.Defn.Expr.reduce(out, a, acc, opts, fun) end)
+  end
+
+  @impl true
+  def window_reduce(out, a, acc, window, opts, fun) do
+    out = Nx.to_template(out)
+    jit([a, acc], fn a, acc -> Nx.Defn.Expr.window_reduce(out, a, acc, window, opts, fun) end)
+  end
+
+  @impl true
+  def map(out, a, opts, fun) do
+    out = Nx.to_template(out)
+    jit([a], fn a -> Nx.Defn.Expr.map(out, a, opts, fun) end)
+  end
+
+  @impl true
+  def lu({p, l, u}, a, opts) do
+    out = {Nx.to_template(p), Nx.to_template(l), Nx.to_template(u)}
+    jit([a], fn a -> Nx.Defn.Expr.lu(out, a, opts) end)
+  end
+
+  @impl true
+  def fft2(out, a, opts), do: raise_unsupported(:fft2, out, a, opts)
+  @impl true
+  def ifft2(out, a, opts), do: raise_unsupported(:ifft2, out, a, opts)
+
+  defp raise_unsupported(op, _out, _a, _opts),
+    do: raise(ArgumentError, "Plugboard.Nx.Backend does not implement Nx.#{op} yet")
+end

@@ -1,0 +1,260 @@
+defmodule Plugboard.Nx.Emitter do
+  @moduledoc """
+  `Nx.Defn.Expr` to StableHLO (and CHLO) text, in pure Elixir: the types are tracked here, the text
+  is what the plugins' `"mlir"` format compiles. `to_mlir/2` returns the module, printed for people
+  to read (one operation per line, every value's type written out).
+
+  The walk (this module) handles parameters, constants, shared subexpressions (each expression id
+  is emitted once per scope), tuples and control flow (`cond`, `while`, `optional`, region
+  functions); `Plugboard.Nx.Ops` lowers each Nx operation family.
+  """
+  alias Nx.Defn.{Composite, Expr}
+  alias Nx.Tensor, as: T
+  alias Plugboard.Nx.{MLIR, Ops}
+
+  defstruct lines: [], next: 0, memo: %{}, params: %{}, depth: 1
+
+  @type value :: String.t() | [String.t()]
+
+  @doc """
+  The StableHLO module of a function whose parameters have the types and shapes of `params`
+  (tensors, in order) and whose result is `output` (an expression container). Returns
+  `{text, outputs}` where `outputs` are the flattened output expressions, in result order.
+  """
+  def to_mlir(params, output) do
+    outputs = Composite.flatten_list([output])
+    param_names = for {_, i} <- Enum.with_index(params), do: "%arg#{i}"
+    st = %__MODULE__{params: Map.new(Enum.with_index(param_names), fn {n, i} -> {i, n} end)}
+
+    {values, st} = Enum.map_reduce(outputs, st, &emit/2)
+    result_types = Enum.map(outputs, &type_of/1)
+
+    signature =
+      Enum.zip_with(param_names, params, fn n, p -> "#{n}: #{MLIR.tensor(p.type, p.shape)}" end)
+      |> Enum.join(", ")
+
+    ret =
+      case values do
+        [] -> "    return"
+        _ -> "    return #{Enum.join(values, ", ")} : #{Enum.join(result_types, ", ")}"
+      end
+
+    text =
+      IO.iodata_to_binary([
+        "module @plugboard_nx {\n",
+        "  func.func public @main(#{signature}) -> (#{Enum.join(result_types, ", ")}) {\n",
+        st.lines |> Enum.reverse(),
+        ret,
+        "\n  }\n}\n"
+      ])
+
+    {text, outputs}
+  end
+
+  @doc false
+  def type_of(%T{type: type, shape: shape}), do: MLIR.tensor(type, shape)
+
+  ## The walk
+
+  @doc false
+  def emit(%T{data: %Expr{id: id, op: op}} = t, st) do
+    case st.memo do
+      %{^id => value} ->
+        {value, st}
+
+      %{} ->
+        {value, st} = emit_op(op, t, st)
+        {value, %{st | memo: Map.put(st.memo, id, value)}}
+    end
+  end
+
+  def emit(%T{data: other}, _st) do
+    raise ArgumentError, "Plugboard.Nx cannot compile a tensor of #{inspect(other.__struct__)} inside defn"
+  end
+
+  defp emit_op(:parameter, %T{data: %Expr{args: [i]}}, st) do
+    case st.params do
+      %{^i => value} -> {value, st}
+      %{} -> raise "Plugboard.Nx: parameter #{i} is not bound in this scope"
+    end
+  end
+
+  defp emit_op(:metadata, %T{data: %Expr{args: [expr, _meta]}}, st), do: emit_composite(expr, st)
+
+  defp emit_op(:elem, %T{data: %Expr{args: [tuple, i]}}, st) do
+    {values, st} = emit(tuple, st)
+    {Enum.at(values, i), st}
+  end
+
+  defp emit_op(:optional, %T{data: %Expr{args: [call, default, _fun]}}, st) do
+    # No operation here lowers better than Nx's default: the default expression, over the call's args.
+    %{data: %{args: in_args}} = call
+    {args, _opts} = Enum.split_while(in_args, &(not is_list(&1)))
+    {values, st} = Enum.map_reduce(args, st, &emit/2)
+    saved = st.params
+    st = %{st | params: Map.new(Enum.with_index(values), fn {v, i} -> {i, v} end)}
+    {value, st} = emit_composite(default, st)
+    {value, %{st | params: saved}}
+  end
+
+  defp emit_op(:cond, %T{data: %Expr{args: [clauses, last]}} = t, st), do: emit_cond(clauses, last, t, st)
+  defp emit_op(:while, %T{data: %Expr{args: args}}, st), do: emit_while(args, st)
+
+  defp emit_op(:token, _t, _st) do
+    raise ArgumentError,
+          "Plugboard.Nx does not compile hooks yet (Nx.Defn.Kernel.hook/print_value): remove them or use Nx.Defn.Evaluator"
+  end
+
+  defp emit_op(:attach_token, %T{data: %Expr{args: [_token, expr]}}, st), do: emit(expr, st)
+
+  defp emit_op(op, t, st), do: Ops.emit(op, t, st)
+
+  # A container (a tensor or a tuple of them) as one value or a list of values.
+  @doc false
+  def emit_composite(%T{} = t, st), do: emit(t, st)
+
+  def emit_composite(tuple, st) when is_tuple(tuple) do
+    {values, st} = tuple |> Composite.flatten_list() |> Enum.map_reduce(st, &emit/2)
+    {values, st}
+  end
+
+  ## Text
+
+  @doc "A fresh value name."
+  def fresh(st), do: {"%#{st.next}", %{st | next: st.next + 1}}
+
+  @doc "Appends one line (an operation) at the current depth."
+  def line(st, text), do: %{st | lines: [[String.duplicate("  ", st.depth + 1), text, "\n"] | st.lines]}
+
+  @doc "Emits `%v = <text>` and returns `v`."
+  def op(st, text) do
+    {v, st} = fresh(st)
+    {v, line(st, "#{v} = #{text}")}
+  end
+
+  @doc """
+  A region: `block_args` are `{name, type_text}`; `fun.(st)` emits the body and returns
+  `{values, types, st}` for its `stablehlo.return`. Values made inside are not visible after it.
+  """
+  def region(st, block_args, fun) do
+    outer_lines = st.lines
+    outer_memo = st.memo
+    outer_depth = st.depth
+    st = %{st | lines: [], depth: st.depth + 1}
+    {values, types, st} = fun.(st)
+    st = line(st, "stablehlo.return #{Enum.join(values, ", ")} : #{Enum.join(types, ", ")}")
+    args = Enum.map_join(block_args, ", ", fn {n, ty} -> "#{n}: #{ty}" end)
+    pad = String.duplicate("  ", outer_depth + 1)
+    text = ["{\n", pad, "^bb0(", args, "):\n", Enum.reverse(st.lines), pad, "}"]
+    {IO.iodata_to_binary(text), %{st | lines: outer_lines, memo: outer_memo, depth: outer_depth}}
+  end
+
+  ## Control flow
+
+  defp emit_while([initial, arg, condition, body], st) do
+    inits = flat(initial)
+    params = flat(arg)
+    bodies = flat(body)
+    types = Enum.map(params, &type_of/1)
+    {init_values, st} = Enum.map_reduce(Enum.zip(inits, params), st, fn {i, p}, st -> Ops.operand(i, p, st) end)
+    {block, st} = block_args(params, st)
+    names = Enum.map(block, &elem(&1, 0))
+
+    {cond_region, st} =
+      region(st, block, fn st ->
+        st = bind(st, names)
+        {pred, st} = Ops.to_pred(condition, st)
+        {[pred], ["tensor<i1>"], st}
+      end)
+
+    {body_region, st} =
+      region(st, block, fn st ->
+        st = bind(st, names)
+        {values, st} = Enum.map_reduce(Enum.zip(bodies, params), st, fn {b, p}, st -> Ops.operand(b, p, st) end)
+        {values, types, st}
+      end)
+
+    results(st, ~s["stablehlo.while"(#{Enum.join(init_values, ", ")}) (#{cond_region}, #{body_region}) : ] <>
+      "(#{Enum.join(types, ", ")}) -> (#{Enum.join(types, ", ")})", length(types), shape_of(arg))
+  end
+
+  defp emit_cond(clauses, last, t, st) do
+    outs = flat(last)
+    types = Enum.map(outs, &type_of/1)
+    {values, st} = emit_clauses(clauses, last, outs, types, st)
+    {if(match?(%T{type: {:tuple, _}}, t), do: values, else: hd(values)), st}
+  end
+
+  # if pred_1 then expr_1 else (if pred_2 then expr_2 else ... last), as nested stablehlo.if.
+  defp emit_clauses([], last, outs, _types, st) do
+    Enum.map_reduce(Enum.zip(flat(last), outs), st, fn {e, o}, st -> Ops.operand(e, o, st) end)
+  end
+
+  defp emit_clauses([{pred, expr} | rest], last, outs, types, st) do
+    {p, st} = Ops.to_pred(pred, st)
+
+    {then_region, st} =
+      region(st, [], fn st ->
+        {values, st} = Enum.map_reduce(Enum.zip(flat(expr), outs), st, fn {e, o}, st -> Ops.operand(e, o, st) end)
+        {values, types, st}
+      end)
+
+    {else_region, st} =
+      region(st, [], fn st ->
+        {values, st} = emit_clauses(rest, last, outs, types, st)
+        {values, types, st}
+      end)
+
+    {values, st} =
+      results(st, ~s["stablehlo.if"(#{p}) (#{then_region}, #{else_region}) : (tensor<i1>) -> ] <>
+        "(#{Enum.join(types, ", ")})", length(types), :tuple)
+
+    {List.wrap(values), st}
+  end
+
+  @doc false
+  # A region function (`reduce`, `window_reduce`, `sort` comparators): block arguments for the
+  # function's parameters (scalars), the function's result returned.
+  def fun_region(%T{data: %Expr{op: :fun, args: [params, body, _mfa]}}, st, result \\ nil) do
+    {block, st} = block_args(params, st)
+    names = Enum.map(block, &elem(&1, 0))
+
+    region(st, block, fn st ->
+      st = bind(st, names)
+
+      case result do
+        nil ->
+          {v, st} = emit(body, st)
+          {[v], [type_of(body)], st}
+
+        fun ->
+          fun.(body, st)
+      end
+    end)
+  end
+
+  defp block_args(params, st) do
+    Enum.map_reduce(params, st, fn p, st ->
+      {n, st} = fresh(st)
+      {{n, type_of(p)}, st}
+    end)
+  end
+
+  defp bind(st, names), do: %{st | params: Map.new(Enum.with_index(names), fn {n, i} -> {i, n} end)}
+
+  defp flat(%T{} = t), do: [t]
+  defp flat(tuple) when is_tuple(tuple), do: Composite.flatten_list([tuple])
+  defp flat(list) when is_list(list), do: list
+
+  defp shape_of(%T{}), do: :single
+  defp shape_of(_), do: :tuple
+
+  # An operation with `n` results: one value, or `n` of them (`%v#i`).
+  defp results(st, text, 1, :single), do: op(st, text)
+
+  defp results(st, text, n, _) do
+    {v, st} = fresh(st)
+    st = line(st, "#{v}:#{n} = #{text}")
+    {for(i <- 0..(n - 1)//1, do: "#{v}##{i}"), st}
+  end
+end

@@ -1,0 +1,43 @@
+# Nx on plugboard: a defn compiler (Plugboard.Nx) that lowers Nx.Defn.Expr to StableHLO text and runs
+# it on the target the :plugboard application booted, and an Nx backend (Plugboard.Nx.Backend) whose
+# tensors live in plugboard buffers.
+#
+# Nx comes from Hex (~> 0.7.2) or, where Hex cannot be reached, from a folder of Hex packages as
+# sources: PLUGBOARD_HEX_MIRROR=DIR (DIR/nx, DIR/complex, DIR/telemetry; see the README).
+defmodule PlugboardNx.MixProject do
+  use Mix.Project
+
+  def project do
+    [
+      app: :plugboard_nx,
+      version: "0.1.0",
+      elixir: "~> 1.14",
+      start_permanent: Mix.env() == :prod,
+      elixirc_paths: elixirc_paths(Mix.env()),
+      deps: deps()
+    ]
+  end
+
+  def application do
+    [extra_applications: [:logger], mod: {Plugboard.Nx.Application, []}]
+  end
+
+  defp elixirc_paths(:test), do: ["lib", "test/support"]
+  defp elixirc_paths(_), do: ["lib"]
+
+  defp deps do
+    [{:plugboard, path: ".."}, nx()]
+  end
+
+  defp nx do
+    case System.get_env("PLUGBOARD_HEX_MIRROR") do
+      dir when dir in [nil, ""] ->
+        {:nx, "~> 0.7.2"}
+
+      dir ->
+        path = Path.expand("nx", dir)
+        File.dir?(path) || Mix.raise("PLUGBOARD_HEX_MIRROR=#{dir}: no nx folder there (#{path})")
+        {:nx, path: path}
+    end
+  end
+end

@@ -1,0 +1,40 @@
+defmodule Plugboard.Nx.Fixtures do
+  @moduledoc false
+  import Nx.Defn
+
+  defn clamp_sum(x) do
+    s = Nx.sum(x)
+
+    cond do
+      s > 100 -> s * 0
+      s > 5 -> s * 2
+      true -> s
+    end
+  end
+
+  defn count_to(n) do
+    {i, acc, _n} = while {i = 0, acc = 0.0, n}, i < n do
+      {i + 1, acc + i * 0.5, n}
+    end
+
+    acc + i
+  end
+
+  defn tuple_loop(n, x) do
+    {_, x, y} = while {i = n, x, y = x * 0}, i > 0 do
+      {i - 1, x * 2, y + x}
+    end
+
+    {x, y}
+  end
+
+  defn mlp_loss(w1, w2, x) do
+    h = Nx.tanh(Nx.dot(x, w1))
+    y = Nx.dot(h, w2)
+    Nx.mean(y * y)
+  end
+
+  defn mlp_grad(w1, w2, x) do
+    {mlp_loss(w1, w2, x), grad({w1, w2}, fn {w1, w2} -> mlp_loss(w1, w2, x) end)}
+  end
+end
