@@ -36,16 +36,18 @@ defmodule Plugboard.Nx do
     templates = Enum.map(params, &{&1.type, &1.shape, &1.vectorized_axes})
     cache_key = {client.resource, key, templates, Keyword.take(opts, [:debug])}
 
-    {exe, output} =
+    {exe, output, used} =
       Cache.get_or_compile(cache_key, fn ->
         {expr, output} = devectorized_output(fun.(vars))
-        {text, _} = Emitter.to_mlir(Enum.map(params, &Nx.devectorize/1), expr)
+        {text, _, used} = Emitter.to_mlir(Enum.map(params, &Nx.devectorize/1), expr)
         if opts[:debug], do: IO.puts(text)
-        {Plugboard.compile!(client, text, name: name_of(key)), output}
+        {Plugboard.compile!(client, text, name: name_of(key)), output, used}
       end)
 
     fn args_list ->
       for args <- args_list do
+        # Only the arguments the program reads are computed (lazy containers) and sent.
+        args = args |> Enum.with_index() |> Enum.filter(fn {_, i} -> i in used end) |> Enum.map(&elem(&1, 0))
         buffers = Enum.map(args, &Backend.to_buffer(client, &1.()))
         outputs = Plugboard.run!(exe, buffers)
 
@@ -81,7 +83,7 @@ defmodule Plugboard.Nx do
   def to_mlir(fun, args) do
     {expr, _output} = devectorized_output(Nx.Defn.debug_expr_apply(fun, args))
     params = args |> Composite.flatten_list() |> Enum.map(&(&1 |> Nx.to_template() |> Nx.devectorize()))
-    {text, _} = Emitter.to_mlir(params, expr)
+    {text, _, _} = Emitter.to_mlir(params, expr)
     text
   end
 

@@ -12,14 +12,16 @@ defmodule Plugboard.Nx.Emitter do
   alias Nx.Tensor, as: T
   alias Plugboard.Nx.{MLIR, Ops}
 
-  defstruct lines: [], next: 0, memo: %{}, params: %{}, depth: 1
+  defstruct lines: [], next: 0, memo: %{}, params: %{}, depth: 1, used: MapSet.new()
 
   @type value :: String.t() | [String.t()]
 
   @doc """
   The StableHLO module of a function whose parameters have the types and shapes of `params`
   (tensors, in order) and whose result is `output` (an expression container). Returns
-  `{text, outputs}` where `outputs` are the flattened output expressions, in result order.
+  `{text, outputs, used}` where `outputs` are the flattened output expressions, in result order,
+  and `used` the indices of the parameters the program reads (the only ones it takes: an argument
+  the function does not use is never computed or transferred).
   """
   def to_mlir(params, output) do
     outputs = Composite.flatten_list([output])
@@ -28,10 +30,13 @@ defmodule Plugboard.Nx.Emitter do
 
     {values, st} = Enum.map_reduce(outputs, st, &emit/2)
     result_types = Enum.map(outputs, &type_of/1)
+    used = for {_, i} <- Enum.with_index(params), MapSet.member?(st.used, i), do: i
 
     signature =
       Enum.zip_with(param_names, params, fn n, p -> "#{n}: #{MLIR.tensor(p.type, p.shape)}" end)
-      |> Enum.join(", ")
+      |> Enum.with_index()
+      |> Enum.filter(fn {_, i} -> i in used end)
+      |> Enum.map_join(", ", &elem(&1, 0))
 
     ret =
       case values do
@@ -48,7 +53,7 @@ defmodule Plugboard.Nx.Emitter do
         "\n  }\n}\n"
       ])
 
-    {text, outputs}
+    {text, outputs, used}
   end
 
   @doc false
@@ -74,6 +79,7 @@ defmodule Plugboard.Nx.Emitter do
 
   defp emit_op(:parameter, %T{data: %Expr{args: [i]}}, st) do
     case st.params do
+      %{^i => "%arg" <> _ = value} -> {value, %{st | used: MapSet.put(st.used, i)}}
       %{^i => value} -> {value, st}
       %{} -> raise "Plugboard.Nx: parameter #{i} is not bound in this scope"
     end
@@ -114,7 +120,7 @@ defmodule Plugboard.Nx.Emitter do
   def emit_composite(%T{} = t, st), do: emit(t, st)
 
   def emit_composite(tuple, st) when is_tuple(tuple) do
-    {values, st} = tuple |> Composite.flatten_list() |> Enum.map_reduce(st, &emit/2)
+    {values, st} = [tuple] |> Composite.flatten_list() |> Enum.map_reduce(st, &emit/2)
     {values, st}
   end
 

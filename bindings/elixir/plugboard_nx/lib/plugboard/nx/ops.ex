@@ -339,12 +339,12 @@ defmodule Plugboard.Nx.Ops do
 
   ## Reductions
 
-  @reductions %{sum: {"add", 0}, product: {"multiply", 1}, reduce_max: {"maximum", :min}, reduce_min: {"minimum", :max}}
+  @reductions %{sum: {"add", 0}, product: {"multiply", 1}, reduce_max: {"maximum", :lowest}, reduce_min: {"minimum", :highest}}
 
   def emit(op, %T{type: type, shape: shape, data: %Expr{args: [a, opts]}}, st) when is_map_key(@reductions, op) do
     {combiner, init} = @reductions[op]
     {x, st} = operand(a, tpl(type, a.shape), st)
-    init = if init in [:min, :max], do: extreme(init, type), else: init
+    init = identity(init, type)
     reduce_with(x, type, a.shape, opts[:axes], shape, combiner, init, st)
   end
 
@@ -366,8 +366,18 @@ defmodule Plugboard.Nx.Ops do
     reshape(v, type, reduced(a.shape, axes), shape, st)
   end
 
+  @indexing [:gather, :take, :take_along_axis, :indexed_add, :indexed_put]
+  @sorting [:sort, :argsort, :argmax, :argmin]
+  @window [:window_sum, :window_product, :window_max, :window_min, :window_reduce, :window_scatter_max, :window_scatter_min]
+  @misc [:map, :conv, :fft, :ifft, :triangular_solve]
+
+  def emit(op, t, st) when op in @indexing, do: Plugboard.Nx.Ops.Indexing.emit(op, t, st)
+  def emit(op, t, st) when op in @sorting, do: Plugboard.Nx.Ops.Sorting.emit(op, t, st)
+  def emit(op, t, st) when op in @window, do: Plugboard.Nx.Ops.Window.emit(op, t, st)
+  def emit(op, t, st) when op in @misc, do: Plugboard.Nx.Ops.Misc.emit(op, t, st)
+
   def emit(op, %T{} = out, _st) do
-    raise ArgumentError, "Plugboard.Nx cannot compile Nx.#{op}/#{length(out.data.args)} yet (#{inspect(out.type)} #{inspect(out.shape)})"
+    raise ArgumentError, "Plugboard.Nx cannot compile Nx.#{op}/#{length(out.data.args)} (#{inspect(out.type)} #{inspect(out.shape)})"
   end
 
   ## Helpers
@@ -414,11 +424,12 @@ defmodule Plugboard.Nx.Ops do
     reshape(v, type, reduced(in_shape, axes), out_shape, st)
   end
 
-  # The identity of max (the lowest value) and min (the highest) for `type`.
-  defp extreme(:min, {k, _}) when k in [:f, :bf], do: :neg_infinity
-  defp extreme(:max, {k, _}) when k in [:f, :bf], do: :infinity
-  defp extreme(:min, {:s, n}), do: -Bitwise.bsl(1, n - 1)
-  defp extreme(:max, {:s, n}), do: Bitwise.bsl(1, n - 1) - 1
-  defp extreme(:min, {:u, _}), do: 0
-  defp extreme(:max, {:u, n}), do: Bitwise.bsl(1, n) - 1
+  @doc "A reduction's initial value: a number, or :lowest (max's identity) and :highest (min's) of `type`."
+  def identity(:lowest, {k, _}) when k in [:f, :bf], do: :neg_infinity
+  def identity(:highest, {k, _}) when k in [:f, :bf], do: :infinity
+  def identity(:lowest, {:s, n}), do: -Bitwise.bsl(1, n - 1)
+  def identity(:highest, {:s, n}), do: Bitwise.bsl(1, n - 1) - 1
+  def identity(:lowest, {:u, _}), do: 0
+  def identity(:highest, {:u, n}), do: Bitwise.bsl(1, n) - 1
+  def identity(value, _type), do: value
 end

@@ -1,0 +1,120 @@
+defmodule Plugboard.Nx.Ops.Sorting do
+  @moduledoc false
+  # sort, argsort (stablehlo.sort, stable), argmax and argmin (a reduction over values and indices).
+  #
+  # Order and NaN as Nx.BinaryBackend defines them: sort puts NaN after every number ascending and
+  # before every number descending (a total order); argmax/argmin scan in order, keep the first
+  # extreme (tie_break: :low) or the last (:high), never move to a NaN, and stay on a NaN found first.
+  alias Nx.Defn.Expr
+  alias Nx.Tensor, as: T
+  alias Plugboard.Nx.{Emitter, MLIR, Ops}
+  import Emitter, only: [emit: 2, op: 2]
+
+  def emit(:sort, %T{type: type, shape: shape, data: %Expr{args: [t, opts]}} = out, st) do
+    {x, st} = Ops.operand(t, out, st)
+    {[v], st} = sort([{x, type}], type, shape, opts[:axis], opts[:direction], st)
+    {v, st}
+  end
+
+  def emit(:argsort, %T{type: itype, shape: shape, data: %Expr{args: [t, opts]}}, st) do
+    {x, st} = emit(t, st)
+    axis = opts[:axis]
+    {i, st} = op(st, "stablehlo.iota dim = #{axis} : #{MLIR.tensor(itype, shape)}")
+    {[_, idx], st} = sort([{x, t.type}, {i, itype}], t.type, shape, axis, opts[:direction], st)
+    {idx, st}
+  end
+
+  def emit(op, %T{type: itype, shape: out_shape, data: %Expr{args: [t, opts]}}, st) when op in [:argmax, :argmin] do
+    {x, st} = emit(t, st)
+    {shape, axis} = if opts[:axis], do: {t.shape, opts[:axis]}, else: {{Nx.size(t.shape)}, 0}
+    {x, st} = Ops.reshape(x, t.type, t.shape, shape, st)
+    vt = MLIR.tensor(t.type, {})
+    it = MLIR.tensor(itype, {})
+    {i, st} = op(st, "stablehlo.iota dim = #{axis} : #{MLIR.tensor(itype, shape)}")
+    {v0, st} = Ops.splat(0, t.type, {}, st)
+    {i0, st} = Ops.splat(-1, itype, {}, st)
+    names = for _ <- 1..4, do: nil
+    {[va, ia, vb, ib], st} = Enum.map_reduce(names, st, fn _, st -> Emitter.fresh(st) end)
+
+    {region, st} =
+      Emitter.region(st, [{va, vt}, {ia, it}, {vb, vt}, {ib, it}], fn st ->
+        {take_a, st} = prefer_first(op, opts[:tie_break] || :low, {va, ia}, {vb, ib}, t.type, itype, st)
+        {v, st} = op(st, "stablehlo.select #{take_a}, #{va}, #{vb} : tensor<i1>, #{vt}")
+        {j, st} = op(st, "stablehlo.select #{take_a}, #{ia}, #{ib} : tensor<i1>, #{it}")
+        {[v, j], [vt, it], st}
+      end)
+
+    reduced = Tuple.delete_at(shape, axis)
+    {r, st} = Emitter.fresh(st)
+
+    st =
+      Emitter.line(st, ~s|#{r}:2 = "stablehlo.reduce"(#{x}, #{i}, #{v0}, #{i0}) <{dimensions = array<i64: #{axis}>}> (#{region}) : | <>
+        "(#{MLIR.tensor(t.type, shape)}, #{MLIR.tensor(itype, shape)}, #{vt}, #{it}) -> (#{MLIR.tensor(t.type, reduced)}, #{MLIR.tensor(itype, reduced)})")
+
+    Ops.reshape("#{r}#1", itype, reduced, out_shape, st)
+  end
+
+  # Whether (va, ia) wins over (vb, ib), an index of -1 marking the reduction's initial value.
+  defp prefer_first(op, tie_break, {va, ia}, {vb, ib}, vtype, itype, st) do
+    s = fn st, text -> op(st, text) end
+    i1 = "tensor<i1>"
+    vt = MLIR.tensor(vtype, {})
+    it = MLIR.tensor(itype, {})
+    cmp = MLIR.comparison(vtype)
+    better = if op == :argmax, do: "GT", else: "LT"
+    {zero, st} = Ops.splat(0, itype, {}, st)
+    {b_init, st} = s.(st, "stablehlo.compare LT, #{ib}, #{zero}, SIGNED : (#{it}, #{it}) -> #{i1}")
+    {a_valid, st} = s.(st, "stablehlo.compare GE, #{ia}, #{zero}, SIGNED : (#{it}, #{it}) -> #{i1}")
+    {nan_a, st} = s.(st, "stablehlo.compare NE, #{va}, #{va}, #{cmp} : (#{vt}, #{vt}) -> #{i1}")
+    {nan_b, st} = s.(st, "stablehlo.compare NE, #{vb}, #{vb}, #{cmp} : (#{vt}, #{vt}) -> #{i1}")
+    {a_first, st} = s.(st, "stablehlo.compare EQ, #{ia}, #{zero}, SIGNED : (#{it}, #{it}) -> #{i1}")
+    {b_first, st} = s.(st, "stablehlo.compare EQ, #{ib}, #{zero}, SIGNED : (#{it}, #{it}) -> #{i1}")
+    {a_sticky, st} = s.(st, "stablehlo.and #{nan_a}, #{a_first} : #{i1}")
+    {b_sticky, st} = s.(st, "stablehlo.and #{nan_b}, #{b_first} : #{i1}")
+    {gt, st} = s.(st, "stablehlo.compare #{better}, #{va}, #{vb}, #{cmp} : (#{vt}, #{vt}) -> #{i1}")
+    {eq, st} = s.(st, "stablehlo.compare EQ, #{va}, #{vb}, #{cmp} : (#{vt}, #{vt}) -> #{i1}")
+    order = if tie_break == :low, do: "LT", else: "GT"
+    {earlier, st} = s.(st, "stablehlo.compare #{order}, #{ia}, #{ib}, SIGNED : (#{it}, #{it}) -> #{i1}")
+    {tie, st} = s.(st, "stablehlo.and #{eq}, #{earlier} : #{i1}")
+    {wins, st} = s.(st, "stablehlo.or #{gt}, #{tie} : #{i1}")
+    # A number beats any NaN that is not first; a first NaN beats everything.
+    {wins, st} = s.(st, "stablehlo.or #{wins}, #{nan_b} : #{i1}")
+    {not_nan_a, st} = s.(st, "stablehlo.not #{nan_a} : #{i1}")
+    {wins, st} = s.(st, "stablehlo.and #{wins}, #{not_nan_a} : #{i1}")
+    {not_b_sticky, st} = s.(st, "stablehlo.not #{b_sticky} : #{i1}")
+    {wins, st} = s.(st, "stablehlo.and #{wins}, #{not_b_sticky} : #{i1}")
+    {wins, st} = s.(st, "stablehlo.or #{wins}, #{a_sticky} : #{i1}")
+    {wins, st} = s.(st, "stablehlo.and #{wins}, #{a_valid} : #{i1}")
+    s.(st, "stablehlo.or #{wins}, #{b_init} : #{i1}")
+  end
+
+  # stablehlo.sort of `operands` ({value, type}) along `axis`, ordered by the first one.
+  defp sort(operands, key_type, shape, axis, direction, st) do
+    {block, st} =
+      Enum.map_reduce(operands, st, fn {_, type}, st ->
+        {a, st} = Emitter.fresh(st)
+        {b, st} = Emitter.fresh(st)
+        {[{a, MLIR.tensor(type, {})}, {b, MLIR.tensor(type, {})}], st}
+      end)
+
+    [{a, s}, {b, _} | _] = List.flatten(block)
+    cmp = if Nx.Type.float?(key_type), do: "TOTALORDER", else: MLIR.comparison(key_type)
+    dir = if direction == :desc, do: "GT", else: "LT"
+
+    {region, st} =
+      Emitter.region(st, List.flatten(block), fn st ->
+        {c, st} = op(st, "stablehlo.compare #{dir}, #{a}, #{b}, #{cmp} : (#{s}, #{s}) -> tensor<i1>")
+        {[c], ["tensor<i1>"], st}
+      end)
+
+    n = length(operands)
+    types = Enum.map_join(operands, ", ", fn {_, type} -> MLIR.tensor(type, shape) end)
+    {r, st} = Emitter.fresh(st)
+
+    st =
+      Emitter.line(st, ~s|#{r}:#{n} = "stablehlo.sort"(#{Enum.map_join(operands, ", ", &elem(&1, 0))}) <{dimension = #{axis} : i64, is_stable = true}> (#{region}) : | <>
+        "(#{types}) -> (#{types})")
+
+    {for(i <- 0..(n - 1), do: "#{r}##{i}"), st}
+  end
+end

@@ -1,0 +1,80 @@
+defmodule Plugboard.Nx.OpsTest do
+  # Indexing, sorting, windows, conv, fft, linear algebra and map, each against Nx.Defn.Evaluator.
+  use ExUnit.Case, async: true
+  import Plugboard.Nx.Case
+
+  for {label, path} <- cpu_plugins() do
+    describe "on #{label}" do
+      setup do
+        %{c: client(unquote(path))}
+      end
+
+      test "gather, take, take_along_axis (out-of-range indices clamped)", %{c: c} do
+        t = Nx.iota({4, 5}, type: :f32)
+        assert_same(c, fn t, i -> Nx.gather(t, i) end, [t, Nx.tensor([[0, 1], [3, 4], [2, 2]])])
+        assert_same(c, fn t, i -> Nx.gather(t, i, axes: [1]) end, [t, Nx.tensor([[0], [4], [2]])])
+        assert_same(c, fn t, i -> {Nx.take(t, i, axis: 1), Nx.take(t, i, axis: 0)} end, [t, Nx.tensor([[0, 2], [3, 1]])])
+        assert_same(c, fn t, i -> Nx.take_along_axis(t, i, axis: 1) end, [t, Nx.tensor([[0, 4], [1, 1], [2, 0], [3, 3]])])
+      end
+
+      test "indexed_add and indexed_put", %{c: c} do
+        t = Nx.broadcast(0.0, {3, 4})
+        i = Nx.tensor([[0, 1], [2, 3], [0, 1]])
+        u = Nx.tensor([1.0, 2.0, 3.0])
+        assert_same(c, fn t, i, u -> {Nx.indexed_add(t, i, u), Nx.indexed_put(t, Nx.tensor([[1, 1], [2, 2]]), Nx.tensor([5.0, 6.0]))} end, [t, i, u])
+        assert_same(c, fn t, i, u -> Nx.indexed_add(t, i, u, axes: [1]) end, [t, Nx.tensor([[0], [3]]), Nx.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])])
+      end
+
+      test "sort, argsort (stable, both directions, NaN), argmax/argmin (ties, NaN)", %{c: c} do
+        x = Nx.tensor([[3.0, 1.0, :nan, 1.0, -2.0], [0.0, 0.0, 5.0, -1.0, 5.0]])
+        assert_same(c, fn x -> {Nx.sort(x, axis: 1), Nx.sort(x, axis: 1, direction: :desc), Nx.sort(x, axis: 0)} end, [x])
+        y = Nx.tensor([[3, 1, 2, 1, 3], [0, 0, 5, -1, 5]])
+        assert_same(c, fn y -> {Nx.argsort(y, axis: 1), Nx.argsort(y, axis: 1, direction: :desc)} end, [y])
+        assert_same(c, fn y -> {Nx.argmax(y, axis: 1), Nx.argmax(y, axis: 1, tie_break: :high), Nx.argmin(y), Nx.argmin(y, axis: 0, keep_axis: true)} end, [y])
+        assert_same(c, fn x -> {Nx.argmax(x, axis: 1), Nx.argmin(x, axis: 1)} end, [x])
+        assert_same(c, fn x -> Nx.argmax(x) end, [Nx.tensor([:nan, 1.0, 2.0])])
+      end
+
+      test "window reductions, window_reduce, window_scatter, cumulative sums", %{c: c} do
+        x = Nx.iota({1, 4, 6}, type: :f32)
+        assert_same(c, fn x -> {Nx.window_sum(x, {1, 2, 2}), Nx.window_max(x, {1, 2, 3}, strides: [1, 2, 3]), Nx.window_min(x, {1, 3, 2}, padding: :same)} end, [x])
+        assert_same(c, fn x -> Nx.window_product(x, {1, 2, 1}, window_dilations: [1, 2, 1]) end, [x])
+        assert_same(c, fn x -> Nx.window_reduce(x, 0.0, {1, 2, 2}, fn a, b -> Nx.add(a, b) end) end, [x])
+        t = Nx.tensor([[7.0, 2.0, 5.0, 3.0], [3.0, 8.0, 9.0, 3.0]])
+        s = Nx.tensor([[2.0, 6.0]])
+        assert_same(c, fn t, s -> Nx.window_scatter_max(t, s, 0.0, {2, 2}, strides: [2, 2]) end, [t, s])
+        assert_same(c, fn t -> {Nx.cumulative_sum(t, axis: 1), Nx.cumulative_max(t)} end, [t])
+      end
+
+      test "conv: padding, strides, dilations, groups, permutations", %{c: c} do
+        key = Nx.Random.key(1)
+        {inp, key} = Nx.Random.normal(key, shape: {2, 4, 7, 7})
+        {k, key} = Nx.Random.normal(key, shape: {6, 2, 3, 3})
+        assert_same(c, fn i, k -> Nx.conv(i, k, padding: :same, strides: [2, 1], feature_group_size: 2) end, [inp, k], atol: 1.0e-4)
+        {k2, _} = Nx.Random.normal(key, shape: {3, 4, 2, 2})
+        assert_same(c, fn i, k -> Nx.conv(i, k, kernel_dilation: [2, 1], input_dilation: 2, padding: [{1, 0}, {0, 2}]) end, [inp, k2], atol: 1.0e-4)
+        nhwc = Nx.transpose(inp, axes: [0, 2, 3, 1])
+        assert_same(c, fn i, k -> Nx.conv(i, k, input_permutation: [0, 3, 1, 2], output_permutation: [0, 3, 1, 2]) end, [nhwc, k2], atol: 1.0e-4)
+      end
+
+      test "fft, ifft, triangular_solve, and the LinAlg defaults (cholesky, qr, solve)", %{c: c} do
+        z = Nx.tensor([1.0, 2.0, 0.0, -1.0, 3.0])
+        assert_same(c, fn z -> {Nx.fft(z), Nx.ifft(z, length: 8), Nx.fft(z, length: 3)} end, [z], atol: 1.0e-4)
+        a = Nx.tensor([[2.0, 0.0, 0.0], [1.0, 3.0, 0.0], [4.0, -1.0, 5.0]])
+        b = Nx.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+        assert_same(c, fn a, b -> {Nx.LinAlg.triangular_solve(a, b), Nx.LinAlg.triangular_solve(a, Nx.tensor([1.0, 2.0, 3.0]))} end, [a, b], atol: 1.0e-4)
+        assert_same(c, fn a, b -> Nx.LinAlg.triangular_solve(a, b, transform_a: :transpose) end, [a, b], atol: 1.0e-4)
+        spd = Nx.tensor([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])
+        assert_same(c, fn m -> Nx.LinAlg.cholesky(m) end, [spd], atol: 1.0e-4)
+        assert_same(c, fn m -> Nx.LinAlg.qr(m) end, [spd], atol: 1.0e-4)
+        assert_same(c, fn m, b -> Nx.LinAlg.solve(m, b) end, [spd, b], atol: 1.0e-3)
+      end
+
+      test "map and top_k", %{c: c} do
+        x = Nx.tensor([1, -2, 3, -4])
+        assert_same(c, fn x -> Nx.map(x, fn v -> Nx.multiply(v, v) end) end, [x])
+        assert_same(c, fn x -> Nx.top_k(Nx.as_type(x, :f32), k: 2) end, [x])
+      end
+    end
+  end
+end
