@@ -34,22 +34,26 @@ defmodule Plugboard.Nx do
     client = client!(opts)
     params = Composite.flatten_list(vars)
     templates = Enum.map(params, &{&1.type, &1.shape, &1.vectorized_axes})
-    cache_key = {client.resource, key, templates, Keyword.take(opts, [:debug])}
+    bound_hooks = opts |> Keyword.get(:hooks, %{}) |> Map.keys() |> Enum.sort()
+    cache_key = {client.resource, key, templates, bound_hooks, Keyword.take(opts, [:debug])}
 
-    {exe, output, used} =
+    {exe, output, used, hooks} =
       Cache.get_or_compile(cache_key, fn ->
         {expr, output} = devectorized_output(fun.(vars))
-        {text, _, used} = Emitter.to_mlir(Enum.map(params, &Nx.devectorize/1), expr)
+        {text, _, used, hooks} = Emitter.to_mlir(Enum.map(params, &Nx.devectorize/1), expr, bound_hooks)
         if opts[:debug], do: IO.puts(text)
-        {Plugboard.compile!(client, text, name: name_of(key)), output, used}
+        targets = for {target, _, _, _} <- hooks, do: target
+        {Plugboard.compile!(client, text, name: name_of(key), callbacks: targets), output, used, hooks}
       end)
+
+    ordered = hook_callbacks(hooks, Keyword.get(opts, :hooks, %{}))
 
     fn args_list ->
       for args <- args_list do
         # Only the arguments the program reads are computed (lazy containers) and sent.
         args = args |> Enum.with_index() |> Enum.filter(fn {_, i} -> i in used end) |> Enum.map(&elem(&1, 0))
         buffers = Enum.map(args, &Backend.to_buffer(client, &1.()))
-        outputs = Plugboard.run!(exe, buffers)
+        outputs = Plugboard.run!(exe, buffers, ordered: ordered)
 
         {result, []} =
           Composite.traverse(output, outputs, fn template, [buffer | rest] ->
@@ -83,8 +87,27 @@ defmodule Plugboard.Nx do
   def to_mlir(fun, args) do
     {expr, _output} = devectorized_output(Nx.Defn.debug_expr_apply(fun, args))
     params = args |> Composite.flatten_list() |> Enum.map(&(&1 |> Nx.to_template() |> Nx.devectorize()))
-    {text, _, _} = Emitter.to_mlir(params, expr)
+    {text, _, _, _} = Emitter.to_mlir(params, expr)
     text
+  end
+
+  # Each hook's ordered call, run in the calling process in program order: the tensors it carries
+  # put back into the hook's container, given to the callback bound by `hooks:` or the expression's.
+  defp hook_callbacks(hooks, bound) do
+    Map.new(hooks, fn {target, name, default, template} ->
+      callback = Map.get(bound, name) || default
+
+      {target,
+       fn %Plugboard.OrderedCall{operands: operands} ->
+         {value, []} =
+           Composite.traverse(template, operands, fn t, [host | rest] ->
+             {Backend.from_host(t, host), rest}
+           end)
+
+         if callback, do: callback.(value)
+         :ok
+       end}
+    end)
   end
 
   # The result's tensors, devectorized for the program, and the templates (vectorized as the result

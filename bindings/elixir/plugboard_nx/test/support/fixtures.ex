@@ -38,3 +38,23 @@ defmodule Plugboard.Nx.Fixtures do
     {mlp_loss(w1, w2, x), grad({w1, w2}, fn {w1, w2} -> mlp_loss(w1, w2, x) end)}
   end
 end
+
+defmodule Plugboard.Nx.HookFixtures do
+  @moduledoc false
+  import Nx.Defn
+
+  defn hooked(x) do
+    a = hook(x * 2, :double, fn t -> send(self(), {:double, t}) end)
+    b = hook(a + 1, :plus_one)
+    c = print_value(b * 10, label: "times ten")
+    hook({a, c}, :pair, fn {p, q} -> send(self(), {:pair, p, q}) end)
+  end
+
+  defn hooked_in_cond(x) do
+    if Nx.sum(x) > 0 do
+      hook(x, :positive, fn t -> send(self(), {:positive, t}) end)
+    else
+      x
+    end
+  end
+end

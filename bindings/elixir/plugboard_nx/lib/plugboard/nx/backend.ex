@@ -35,6 +35,12 @@ defmodule Plugboard.Nx.Backend do
   end
 
   @doc false
+  # A host array (a hook's operand) as a tensor of `template`'s type and shape, in Nx's default backend.
+  def from_host(%T{type: type, shape: shape} = template, %Plugboard.HostTensor{data: data}) do
+    Nx.from_binary(data, type) |> Nx.reshape(shape) |> Nx.rename(template.names)
+  end
+
+  @doc false
   def from_buffer(%T{} = template, buffer, client), do: %{template | data: %__MODULE__{buffer: buffer, client: client}}
 
   ## Creation
@@ -91,10 +97,9 @@ defmodule Plugboard.Nx.Backend do
 
   @impl true
   def to_batched(out, %T{} = t, opts) do
-    t
-    |> then(&Nx.BinaryBackend.from_binary(&1, to_binary(&1, Nx.size(&1)), []))
-    |> then(&Nx.BinaryBackend.to_batched(out, &1, opts))
-    |> Stream.map(&backend_copy(&1, __MODULE__, client: client_of([t])))
+    client = client_of([t])
+    host = backend_copy(t, Nx.BinaryBackend, [])
+    out |> Nx.BinaryBackend.to_batched(host, opts) |> Enum.map(&Nx.backend_copy(&1, {__MODULE__, client: client}))
   end
 
   ## Operations: each one a jitted program over Nx.Defn.Expr
@@ -285,11 +290,4 @@ defmodule Plugboard.Nx.Backend do
     jit([a], fn a -> Nx.Defn.Expr.lu(out, a, opts) end)
   end
 
-  @impl true
-  def fft2(out, a, opts), do: raise_unsupported(:fft2, out, a, opts)
-  @impl true
-  def ifft2(out, a, opts), do: raise_unsupported(:ifft2, out, a, opts)
-
-  defp raise_unsupported(op, _out, _a, _opts),
-    do: raise(ArgumentError, "Plugboard.Nx.Backend does not implement Nx.#{op} yet")
 end

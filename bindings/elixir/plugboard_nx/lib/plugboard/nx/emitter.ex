@@ -12,21 +12,29 @@ defmodule Plugboard.Nx.Emitter do
   alias Nx.Tensor, as: T
   alias Plugboard.Nx.{MLIR, Ops}
 
-  defstruct lines: [], next: 0, memo: %{}, params: %{}, depth: 1, used: MapSet.new()
+  defstruct lines: [], next: 0, memo: %{}, params: %{}, depth: 1, used: MapSet.new(),
+            token: nil, hooks: [], overridden: MapSet.new()
 
   @type value :: String.t() | [String.t()]
 
   @doc """
   The StableHLO module of a function whose parameters have the types and shapes of `params`
   (tensors, in order) and whose result is `output` (an expression container). Returns
-  `{text, outputs, used}` where `outputs` are the flattened output expressions, in result order,
-  and `used` the indices of the parameters the program reads (the only ones it takes: an argument
-  the function does not use is never computed or transferred).
+  `{text, outputs, used, hooks}` where `outputs` are the flattened output expressions, in result
+  order, `used` the indices of the parameters the program reads (the only ones it takes: an
+  argument the function does not use is never computed or transferred), and `hooks` the program's
+  hooks as `{target, name, default_callback, template}`: each is an ordered host call (custom-call
+  `target`) made in program order, a token threaded through them. `overridden_hooks` names the hooks
+  the caller binds (`hooks:` of jit), which run even when the expression gives no callback.
   """
-  def to_mlir(params, output) do
+  def to_mlir(params, output, overridden_hooks \\ []) do
     outputs = Composite.flatten_list([output])
     param_names = for {_, i} <- Enum.with_index(params), do: "%arg#{i}"
-    st = %__MODULE__{params: Map.new(Enum.with_index(param_names), fn {n, i} -> {i, n} end)}
+
+    st = %__MODULE__{
+      params: Map.new(Enum.with_index(param_names), fn {n, i} -> {i, n} end),
+      overridden: MapSet.new(overridden_hooks)
+    }
 
     {values, st} = Enum.map_reduce(outputs, st, &emit/2)
     result_types = Enum.map(outputs, &type_of/1)
@@ -53,7 +61,7 @@ defmodule Plugboard.Nx.Emitter do
         "\n  }\n}\n"
       ])
 
-    {text, outputs, used}
+    {text, outputs, used, Enum.reverse(st.hooks)}
   end
 
   @doc false
@@ -106,12 +114,30 @@ defmodule Plugboard.Nx.Emitter do
   defp emit_op(:cond, %T{data: %Expr{args: [clauses, last]}} = t, st), do: emit_cond(clauses, last, t, st)
   defp emit_op(:while, %T{data: %Expr{args: args}}, st), do: emit_while(args, st)
 
-  defp emit_op(:token, _t, _st) do
-    raise ArgumentError,
-          "Plugboard.Nx does not compile hooks yet (Nx.Defn.Kernel.hook/print_value): remove them or use Nx.Defn.Evaluator"
+  defp emit_op(:token, %T{data: %Expr{args: [%Nx.Defn.Token{hooks: hooks}]}}, st) do
+    st =
+      Enum.reduce(hooks, st, fn %{name: name, expr: expr, callback: callback}, st ->
+        cond do
+          callback != nil or MapSet.member?(st.overridden, name) ->
+            {values, st} = emit_composite(expr, st)
+            call_hook(name, callback, expr, List.wrap(values), st)
+
+          Nx.Defn.Tree.has_hooks?(expr, Map.new(st.overridden, &{&1, true})) ->
+            {_values, st} = emit_composite(expr, st)
+            st
+
+          true ->
+            st
+        end
+      end)
+
+    {[], st}
   end
 
-  defp emit_op(:attach_token, %T{data: %Expr{args: [_token, expr]}}, st), do: emit(expr, st)
+  defp emit_op(:attach_token, %T{data: %Expr{args: [token, expr]}}, st) do
+    {_, st} = emit(token, st)
+    emit(expr, st)
+  end
 
   defp emit_op(op, t, st), do: Ops.emit(op, t, st)
 
@@ -123,6 +149,23 @@ defmodule Plugboard.Nx.Emitter do
     {values, st} = [tuple] |> Composite.flatten_list() |> Enum.map_reduce(st, &emit/2)
     {values, st}
   end
+
+  # One hook: an ordered host call of the hook's tensors, after the previous one (the token).
+  defp call_hook(name, callback, expr, values, st) do
+    target = "plugboard.nx.hook.#{length(st.hooks)}"
+    {token, st} = token(st)
+    flat = Composite.flatten_list([expr])
+    types = ["!stablehlo.token" | Enum.map(flat, &type_of/1)]
+    {next, st} =
+      op(st, "stablehlo.custom_call @#{target}(#{Enum.join([token | values], ", ")}) {api_version = 4 : i32, has_side_effect = true} : " <>
+        "(#{Enum.join(types, ", ")}) -> !stablehlo.token")
+
+    template = Composite.traverse(expr, &Nx.to_template/1)
+    %{st | token: next, hooks: [{target, name, callback, template} | st.hooks]}
+  end
+
+  defp token(%{token: nil} = st), do: op(st, "stablehlo.after_all : !stablehlo.token")
+  defp token(st), do: {st.token, st}
 
   ## Text
 
@@ -146,13 +189,14 @@ defmodule Plugboard.Nx.Emitter do
     outer_lines = st.lines
     outer_memo = st.memo
     outer_depth = st.depth
-    st = %{st | lines: [], depth: st.depth + 1}
+    outer_token = st.token
+    st = %{st | lines: [], depth: st.depth + 1, token: nil}
     {values, types, st} = fun.(st)
     st = line(st, "stablehlo.return #{Enum.join(values, ", ")} : #{Enum.join(types, ", ")}")
     args = Enum.map_join(block_args, ", ", fn {n, ty} -> "#{n}: #{ty}" end)
     pad = String.duplicate("  ", outer_depth + 1)
     text = ["{\n", pad, "^bb0(", args, "):\n", Enum.reverse(st.lines), pad, "}"]
-    {IO.iodata_to_binary(text), %{st | lines: outer_lines, memo: outer_memo, depth: outer_depth}}
+    {IO.iodata_to_binary(text), %{st | lines: outer_lines, memo: outer_memo, depth: outer_depth, token: outer_token}}
   end
 
   ## Control flow

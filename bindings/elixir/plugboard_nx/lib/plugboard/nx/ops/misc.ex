@@ -40,32 +40,12 @@ defmodule Plugboard.Nx.Ops.Misc do
       ~s|window_strides = #{MLIR.array(opts[:strides])}}> : (#{MLIR.tensor(type, input.shape)}, #{MLIR.tensor(type, kernel.shape)}) -> #{type_of(out)}|)
   end
 
-  def emit(op, %T{type: type, shape: shape, data: %Expr{args: [t, opts]}} = out, st) when op in [:fft, :ifft] do
-    # The last axis padded with zeros or cut to the length, as Nx does, then the transform.
+  def emit(op, %T{type: type, data: %Expr{args: [t, opts]}} = out, st) when op in [:fft, :ifft] do
+    {axes, lengths} = {[opts[:axis]], [opts[:length]]}
+
     {x, st} = Ops.operand(t, Ops.tpl(type, t.shape), st)
-    n = opts[:length]
-    last = tuple_size(shape) - 1
-    have = elem(t.shape, last)
-
-    {x, st} =
-      cond do
-        have == n ->
-          {x, st}
-
-        have < n ->
-          {zero, st} = Ops.splat(0, type, {}, st)
-          lo = List.duplicate(0, last + 1)
-          hi = List.replace_at(lo, last, n - have)
-          op(st, "stablehlo.pad #{x}, #{zero}, low = #{MLIR.list(lo)}, high = #{MLIR.list(hi)}, interior = #{MLIR.list(lo)} : " <>
-            "(#{MLIR.tensor(type, t.shape)}, #{MLIR.tensor(type, {})}) -> #{type_of(out)}")
-
-        true ->
-          ranges = for {d, i} <- Enum.with_index(Tuple.to_list(t.shape)), do: if(i == last, do: "0:#{n}:1", else: "0:#{d}:1")
-          op(st, "stablehlo.slice #{x} [#{Enum.join(ranges, ", ")}] : (#{MLIR.tensor(type, t.shape)}) -> #{type_of(out)}")
-      end
-
     kind = if op == :fft, do: "FFT", else: "IFFT"
-    op(st, ~s|"stablehlo.fft"(#{x}) <{fft_length = array<i64: #{n}>, fft_type = #stablehlo<fft_type #{kind}>}> : (#{type_of(out)}) -> #{type_of(out)}|)
+    fft(x, type, t.shape, axes, lengths, kind, out, st)
   end
 
   def emit(:triangular_solve, %T{type: type, shape: shape, data: %Expr{args: [a, b, opts]}}, st) do
@@ -83,4 +63,54 @@ defmodule Plugboard.Nx.Ops.Misc do
 
     Ops.reshape(v, type, matrix, shape, st)
   end
+
+  # The transform over `axes` (moved last, as stablehlo.fft wants them), each padded with zeros or
+  # cut to its length as Nx does, then moved back.
+  defp fft(x, type, shape, axes, lengths, kind, out, st) do
+    rank = tuple_size(shape)
+    perm = Enum.reject(0..(rank - 1)//1, &(&1 in axes)) ++ axes
+    {x, moved} = {x, permute(shape, perm)}
+    {x, st} = if perm == Enum.to_list(0..(rank - 1)//1), do: {x, st}, else: transpose(x, type, shape, perm, st)
+    k = length(axes)
+    target = Enum.reduce(Enum.with_index(lengths), moved, fn {l, i}, s -> put_elem(s, rank - k + i, l) end)
+    {x, st} = resize(x, type, moved, target, st)
+    t = MLIR.tensor(type, target)
+    {v, st} = op(st, ~s|"stablehlo.fft"(#{x}) <{fft_length = #{MLIR.array(lengths)}, fft_type = #stablehlo<fft_type #{kind}>}> : (#{t}) -> #{t}|)
+    inverse = perm |> Enum.with_index() |> Enum.sort() |> Enum.map(&elem(&1, 1))
+    if inverse == Enum.to_list(0..(rank - 1)//1), do: {v, st}, else: transpose(v, type, target, inverse, st, out)
+  end
+
+  defp permute(shape, perm), do: perm |> Enum.map(&elem(shape, &1)) |> List.to_tuple()
+
+  defp transpose(x, type, shape, perm, st, out \\ nil) do
+    result = if out, do: type_of(out), else: MLIR.tensor(type, permute(shape, perm))
+    op(st, "stablehlo.transpose #{x}, dims = #{MLIR.list(perm)} : (#{MLIR.tensor(type, shape)}) -> #{result}")
+  end
+
+  # Pads (zeros at the end) or slices each dimension of `from` to `to`.
+  defp resize(x, _type, same, same, st), do: {x, st}
+
+  defp resize(x, type, from, to, st) do
+    dims = Enum.zip(Tuple.to_list(from), Tuple.to_list(to))
+    cut = List.to_tuple(for {f, t} <- dims, do: min(f, t))
+
+    {x, st} =
+      if cut == from do
+        {x, st}
+      else
+        ranges = Enum.map_join(Tuple.to_list(cut), ", ", &"0:#{&1}:1")
+        op(st, "stablehlo.slice #{x} [#{ranges}] : (#{MLIR.tensor(type, from)}) -> #{MLIR.tensor(type, cut)}")
+      end
+
+    if cut == to do
+      {x, st}
+    else
+      {zero, st} = Ops.splat(0, type, {}, st)
+      zeros = List.duplicate(0, tuple_size(to))
+      high = for {c, t} <- Enum.zip(Tuple.to_list(cut), Tuple.to_list(to)), do: t - c
+      op(st, "stablehlo.pad #{x}, #{zero}, low = #{MLIR.list(zeros)}, high = #{MLIR.list(high)}, interior = #{MLIR.list(zeros)} : " <>
+        "(#{MLIR.tensor(type, cut)}, #{MLIR.tensor(type, {})}) -> #{MLIR.tensor(type, to)}")
+    end
+  end
+
 end

@@ -32,7 +32,7 @@ defmodule Plugboard.Nx.Ops.Sorting do
     it = MLIR.tensor(itype, {})
     {i, st} = op(st, "stablehlo.iota dim = #{axis} : #{MLIR.tensor(itype, shape)}")
     {v0, st} = Ops.splat(0, t.type, {}, st)
-    {i0, st} = Ops.splat(-1, itype, {}, st)
+    {i0, st} = Ops.splat(sentinel(itype), itype, {}, st)
     names = for _ <- 1..4, do: nil
     {[va, ia, vb, ib], st} = Enum.map_reduce(names, st, fn _, st -> Emitter.fresh(st) end)
 
@@ -54,7 +54,10 @@ defmodule Plugboard.Nx.Ops.Sorting do
     Ops.reshape("#{r}#1", itype, reduced, out_shape, st)
   end
 
-  # Whether (va, ia) wins over (vb, ib), an index of -1 marking the reduction's initial value.
+  # The index that marks the reduction's initial value: the type's largest (no index reaches it).
+  defp sentinel(itype), do: Ops.identity(:highest, itype)
+
+  # Whether (va, ia) wins over (vb, ib).
   defp prefer_first(op, tie_break, {va, ia}, {vb, ib}, vtype, itype, st) do
     s = fn st, text -> op(st, text) end
     i1 = "tensor<i1>"
@@ -62,19 +65,21 @@ defmodule Plugboard.Nx.Ops.Sorting do
     it = MLIR.tensor(itype, {})
     cmp = MLIR.comparison(vtype)
     better = if op == :argmax, do: "GT", else: "LT"
+    icmp = MLIR.comparison(itype)
     {zero, st} = Ops.splat(0, itype, {}, st)
-    {b_init, st} = s.(st, "stablehlo.compare LT, #{ib}, #{zero}, SIGNED : (#{it}, #{it}) -> #{i1}")
-    {a_valid, st} = s.(st, "stablehlo.compare GE, #{ia}, #{zero}, SIGNED : (#{it}, #{it}) -> #{i1}")
+    {none, st} = Ops.splat(sentinel(itype), itype, {}, st)
+    {b_init, st} = s.(st, "stablehlo.compare EQ, #{ib}, #{none}, #{icmp} : (#{it}, #{it}) -> #{i1}")
+    {a_valid, st} = s.(st, "stablehlo.compare NE, #{ia}, #{none}, #{icmp} : (#{it}, #{it}) -> #{i1}")
     {nan_a, st} = s.(st, "stablehlo.compare NE, #{va}, #{va}, #{cmp} : (#{vt}, #{vt}) -> #{i1}")
     {nan_b, st} = s.(st, "stablehlo.compare NE, #{vb}, #{vb}, #{cmp} : (#{vt}, #{vt}) -> #{i1}")
-    {a_first, st} = s.(st, "stablehlo.compare EQ, #{ia}, #{zero}, SIGNED : (#{it}, #{it}) -> #{i1}")
-    {b_first, st} = s.(st, "stablehlo.compare EQ, #{ib}, #{zero}, SIGNED : (#{it}, #{it}) -> #{i1}")
+    {a_first, st} = s.(st, "stablehlo.compare EQ, #{ia}, #{zero}, #{icmp} : (#{it}, #{it}) -> #{i1}")
+    {b_first, st} = s.(st, "stablehlo.compare EQ, #{ib}, #{zero}, #{icmp} : (#{it}, #{it}) -> #{i1}")
     {a_sticky, st} = s.(st, "stablehlo.and #{nan_a}, #{a_first} : #{i1}")
     {b_sticky, st} = s.(st, "stablehlo.and #{nan_b}, #{b_first} : #{i1}")
     {gt, st} = s.(st, "stablehlo.compare #{better}, #{va}, #{vb}, #{cmp} : (#{vt}, #{vt}) -> #{i1}")
     {eq, st} = s.(st, "stablehlo.compare EQ, #{va}, #{vb}, #{cmp} : (#{vt}, #{vt}) -> #{i1}")
     order = if tie_break == :low, do: "LT", else: "GT"
-    {earlier, st} = s.(st, "stablehlo.compare #{order}, #{ia}, #{ib}, SIGNED : (#{it}, #{it}) -> #{i1}")
+    {earlier, st} = s.(st, "stablehlo.compare #{order}, #{ia}, #{ib}, #{icmp} : (#{it}, #{it}) -> #{i1}")
     {tie, st} = s.(st, "stablehlo.and #{eq}, #{earlier} : #{i1}")
     {wins, st} = s.(st, "stablehlo.or #{gt}, #{tie} : #{i1}")
     # A number beats any NaN that is not first; a first NaN beats everything.

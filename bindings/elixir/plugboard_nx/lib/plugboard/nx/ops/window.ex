@@ -38,7 +38,8 @@ defmodule Plugboard.Nx.Ops.Window do
     {src, st} = Ops.operand(source, Ops.tpl(type, source.shape), st)
     {i, st} = Ops.operand(init, Ops.tpl(type, {}), st)
     s = MLIR.tensor(type, {})
-    cmp = if op == :window_scatter_max, do: "GE", else: "LE"
+    # Ties: the first maximum, the last minimum (as Nx.BinaryBackend selects them).
+    cmp = if op == :window_scatter_max, do: "GE", else: "LT"
     [a, b, c, d] = for k <- 0..3, do: "%w#{st.next}_#{k}"
     st = %{st | next: st.next + 1}
 
