@@ -38,17 +38,19 @@ fi
 echo "[elixir] ExUnit (bindings/elixir)"
 (cd "$root/bindings/elixir" && MIX_ENV=test mix test)
 
+# Nx (for bindings/elixir/plugboard_nx and the sample's Nx job) from Hex, or from the folder of Hex
+# packages PLUGBOARD_HEX_MIRROR names (default: ../shared/vendor/hex beside the repository, where
+# this workplace keeps one).
+mirror=${PLUGBOARD_HEX_MIRROR:-}
+[ -z "$mirror" ] && [ -d "$root/../shared/vendor/hex/nx" ] && mirror=$(cd "$root/../shared/vendor/hex" && pwd)
+[ -n "$mirror" ] && export PLUGBOARD_HEX_MIRROR="$mirror"
+
 if [ -x "$root/tests/elixir_release_test.sh" ]; then
   echo "[elixir] the sample app's compute release, end to end"
   export PLUGBOARD_FAULT_PLUGIN="$build/tests/libfault_init_error.so"
   "$root/tests/elixir_release_test.sh" "$build/elixir-release-test"
 fi
 
-# Nx on plugboard (bindings/elixir/plugboard_nx) needs Nx: from Hex, or from the folder of Hex
-# packages PLUGBOARD_HEX_MIRROR names (default: ../shared/vendor/hex beside the repository, where
-# this workplace keeps one).
-mirror=${PLUGBOARD_HEX_MIRROR:-}
-[ -z "$mirror" ] && [ -d "$root/../shared/vendor/hex/nx" ] && mirror=$(cd "$root/../shared/vendor/hex" && pwd)
 if [ -n "$mirror" ]; then
   echo "[elixir] Nx on plugboard (bindings/elixir/plugboard_nx; Nx from $mirror)"
   (cd "$root/bindings/elixir/plugboard_nx" && PLUGBOARD_HEX_MIRROR="$mirror" MIX_ENV=test mix test)

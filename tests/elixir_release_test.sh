@@ -104,6 +104,15 @@ has "$work/build1.log" "precompiled for cuda13: apps/compute/programs/model.mlir
 has "$work/build1.log" "not precompiled for rocm7" "release build: rocm7 not precompiled, with the reason"
 has "$work/demo.log" "model.mlir: precompiled in the bundle (loaded in" "the release's first request of model.mlir runs without compiling"
 has "$work/demo.log" "model: f32[2,3] [16.5, 20.0, 23.5, 0.0, 0.0, 0.0]" "model: relu(x·w + b) computed"
+# The Nx job (built when Nx is available: PLUGBOARD_HEX_MIRROR or Hex): an MLP trained on the target.
+if [ -n "${PLUGBOARD_HEX_MIRROR:-}" ]; then
+  if loss=$(grep -o "nx: MLP on Plugboard.Nx.Backend: loss [0-9.e-]* -> [0-9.e-]*" "$work/demo.log"); then
+    pass "the Nx job ran in the release ($loss)"
+    awk '{ if ($(NF-2) + 0 > $NF + 0) exit 0; exit 1 }' <<< "$loss" && pass "the Nx job's loss went down" || fail "the Nx job's loss did not go down: $loss"
+  else
+    fail "no Nx job output in the demo"; tail -n 20 "$work/demo.log" | sed 's/^/    | /'
+  fi
+fi
 
 # A preference that falls back: the fault target is tried first, fails at initialize, cpu runs.
 (cd "$rel" && PLUGBOARD_TARGETS=fault,cpu COMPUTE_DEMO=1 timeout 120 bin/compute start) > "$work/prefer.log" 2>&1; rc=$?

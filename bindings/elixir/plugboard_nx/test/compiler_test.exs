@@ -106,6 +106,14 @@ defmodule Plugboard.Nx.CompilerTest do
         assert_same(c, &Plugboard.Nx.Fixtures.tuple_loop/2, [Nx.tensor(3), x])
       end
 
+      test "a parameter used after a while loop is the function's, not the loop's (regression)", %{c: c} do
+        # Two loops in a row over a key, as Nx.Random does: the second loop's initial values and
+        # the code after it read the function's parameter again.
+        key = Nx.Random.key(42)
+        assert_same(c, fn key -> Nx.Random.uniform(key, shape: {3}) end, [key])
+        assert_same(c, fn key -> {Nx.Random.normal(key, shape: {2, 2}), Nx.Random.randint(key, 0, 10, shape: {4})} end, [key])
+      end
+
       test "an MLP forward and its gradient", %{c: c} do
         key = Nx.Random.key(42)
         {w1, key} = Nx.Random.normal(key, shape: {4, 8})

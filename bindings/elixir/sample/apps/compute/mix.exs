@@ -4,7 +4,19 @@ defmodule Compute.MixProject do
   def project do
     [app: :compute, version: "0.1.0", build_path: "../../_build", config_path: "../../config/config.exs",
      deps_path: "../../deps", lockfile: "../../mix.lock", elixir: "~> 1.14",
-     deps: [{:plugboard, path: "../../.."}]]
+     deps: [{:plugboard, path: "../../.."}] ++ nx()]
+  end
+
+  # The Nx job (Compute.NxJob) needs Nx: from Hex, or from the folder of Hex packages that
+  # PLUGBOARD_HEX_MIRROR names. Without either the release is built without it.
+  defp nx do
+    cond do
+      System.get_env("PLUGBOARD_HEX_MIRROR") not in [nil, ""] or Code.ensure_loaded?(Hex) ->
+        [{:plugboard_nx, path: "../../../plugboard_nx"}]
+
+      true ->
+        []
+    end
   end
 
   def application, do: [extra_applications: [:logger], mod: {Compute.Application, []}]

@@ -183,20 +183,22 @@ defmodule Plugboard.Nx.Emitter do
 
   @doc """
   A region: `block_args` are `{name, type_text}`; `fun.(st)` emits the body and returns
-  `{values, types, st}` for its `stablehlo.return`. Values made inside are not visible after it.
+  `{values, types, st}` for its `stablehlo.return`. Values made inside are not visible after it,
+  and the parameters it binds are the outer ones again after it.
   """
   def region(st, block_args, fun) do
     outer_lines = st.lines
     outer_memo = st.memo
     outer_depth = st.depth
     outer_token = st.token
+    outer_params = st.params
     st = %{st | lines: [], depth: st.depth + 1, token: nil}
     {values, types, st} = fun.(st)
     st = line(st, "stablehlo.return #{Enum.join(values, ", ")} : #{Enum.join(types, ", ")}")
     args = Enum.map_join(block_args, ", ", fn {n, ty} -> "#{n}: #{ty}" end)
     pad = String.duplicate("  ", outer_depth + 1)
     text = ["{\n", pad, "^bb0(", args, "):\n", Enum.reverse(st.lines), pad, "}"]
-    {IO.iodata_to_binary(text), %{st | lines: outer_lines, memo: outer_memo, depth: outer_depth, token: outer_token}}
+    {IO.iodata_to_binary(text), %{st | lines: outer_lines, memo: outer_memo, depth: outer_depth, token: outer_token, params: outer_params}}
   end
 
   ## Control flow

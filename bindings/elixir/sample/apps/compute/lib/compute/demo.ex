@@ -92,6 +92,8 @@ defmodule Compute.Demo do
     ]
     [y] = Plugboard.run!(model, args)
     IO.puts("model: " <> format(Plugboard.to_host(y) |> elem(1)))
+    # Compute.NxJob exists when the release was built with Nx.
+    if Code.ensure_loaded?(Compute.NxJob), do: apply(Compute.NxJob, :run, [client])
     :ok
   end
 
