@@ -70,6 +70,15 @@ defmodule Plugboard.Nx.OpsTest do
         assert_same(c, fn m, b -> Nx.LinAlg.solve(m, b) end, [spd, b], atol: 1.0e-3)
       end
 
+      test "LU with partial pivoting (batched), determinant and invert through it; batched solve", %{c: c} do
+        a = Nx.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 10.0]])
+        assert_same(c, fn a -> Nx.LinAlg.lu(a) end, [a], atol: 1.0e-4)
+        batch = Nx.stack([a, Nx.tensor([[2.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 4.0]])])
+        assert_same(c, fn b -> Nx.LinAlg.lu(b) end, [batch], atol: 1.0e-4)
+        assert_same(c, fn a -> {Nx.LinAlg.determinant(a), Nx.LinAlg.invert(a)} end, [a], atol: 1.0e-3)
+        assert_same(c, fn m, v -> Nx.LinAlg.solve(m, v) end, [batch, Nx.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])], atol: 1.0e-3)
+      end
+
       test "map and top_k", %{c: c} do
         x = Nx.tensor([1, -2, 3, -4])
         assert_same(c, fn x -> Nx.map(x, fn v -> Nx.multiply(v, v) end) end, [x])

@@ -111,6 +111,20 @@ defmodule Plugboard.Nx.Emitter do
     {value, %{st | params: saved}}
   end
 
+  defp emit_op(:lu, %T{data: %Expr{args: [{p, _l, _u}, a, _opts]}}, st) do
+    # Nx 0.7 gives LU no default: the defn in Plugboard.Nx.LinAlg, built over a parameter standing
+    # for the operand and emitted here with that parameter bound to it.
+    float = Nx.Type.to_floating(a.type)
+    param = Expr.parameter(%T{a | type: float, data: nil}, {:plugboard_lu, make_ref()}, 0)
+    # The defn's expression builder itself (a defn called outside compilation would jit).
+    expr = apply(Plugboard.Nx.LinAlg, :"__defn:lu__", [param, [p_type: p.type]])
+    {x, st} = Ops.operand(a, Ops.tpl(float, a.shape), st)
+    saved = st.params
+    st = %{st | params: %{0 => x}}
+    {values, st} = emit_composite(expr, st)
+    {values, %{st | params: saved}}
+  end
+
   defp emit_op(:cond, %T{data: %Expr{args: [clauses, last]}} = t, st), do: emit_cond(clauses, last, t, st)
   defp emit_op(:while, %T{data: %Expr{args: args}}, st), do: emit_while(args, st)
 

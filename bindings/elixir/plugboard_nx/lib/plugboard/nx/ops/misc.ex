@@ -52,8 +52,11 @@ defmodule Plugboard.Nx.Ops.Misc do
     {x, st} = Ops.operand(a, Ops.tpl(type, a.shape), st)
     {y, st} = Ops.operand(b, Ops.tpl(type, b.shape), st)
     left = Keyword.get(opts, :left_side, true)
-    # A vector right-hand side becomes a one-column (or one-row) matrix for XLA, and back.
-    matrix = if tuple_size(b.shape) == 1, do: if(left, do: {elem(b.shape, 0), 1}, else: {1, elem(b.shape, 0)}), else: b.shape
+    # A (batch of) vector right-hand side(s) becomes one-column (or one-row) matrices for XLA, and back.
+    matrix =
+      if tuple_size(b.shape) == tuple_size(a.shape) - 1,
+        do: if(left, do: Tuple.append(b.shape, 1), else: Tuple.insert_at(b.shape, tuple_size(b.shape) - 1, 1)),
+        else: b.shape
     {y, st} = Ops.reshape(y, type, b.shape, matrix, st)
     transpose = if opts[:transform_a] == :transpose, do: "TRANSPOSE", else: "NO_TRANSPOSE"
 

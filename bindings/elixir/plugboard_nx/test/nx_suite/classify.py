@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Classifies the failures of Nx's own suite run with Plugboard.Nx (test/nx_suite/run.sh's output).
+
+Two kinds of failure are the suite comparing tensor structs rather than values, and are counted
+apart ("backend identity"): `assert left == right` whose two sides print the same values (the
+results are Plugboard.Nx.Backend tensors, the expectations Nx.BinaryBackend ones), and the helper
+`assert_all_close` ("expected A to be within tolerance of B") whose A and B agree within its
+tolerance (rtol 1e-4, atol 1e-6 here): it compares the `Nx.all_close` result, a Plugboard.Nx.Backend
+u8 tensor 1, with `Nx.tensor(1, type: :u8)` by struct. Every other failure is listed.
+
+    classify.py LOG
+"""
+import re
+import sys
+from collections import Counter
+
+text = open(sys.argv[1], encoding="utf-8", errors="replace").read()
+summary = re.search(r"(\d+) doctests?, (\d+) tests?, (\d+) failures?(?:, (\d+) excluded)?", text)
+blocks = re.split(r"\n\s*(?=\d+\) (?:test|doctest) )", text)
+identity, other = 0, Counter()
+
+
+def numbers(s):
+    body = s.replace("#Nx.Tensor<", "")
+    body = re.sub(r"\b[a-z]+\d+(\[[^\]]*\])*", "", body)  # the type line: f32[x: 3][2]
+    return [float(x.replace("Inf", "inf")) for x in re.findall(r"-?(?:\d+\.\d+(?:e[-+]?\d+)?|\d+(?:e[-+]?\d+)?|Inf)", body)]
+
+
+def close(a, b):
+    x, y = numbers(a), numbers(b)
+    return len(x) == len(y) and len(x) > 0 and all(abs(p - q) <= 1e-6 + 1e-4 * abs(q) or p == q for p, q in zip(x, y))
+
+
+names = []
+for b in blocks[1:]:
+    head = b.split("\n", 1)[0].strip()
+    m = re.search(r"\n\s*left:\s+(.*?)\n\s*right:\s+(.*?)\n\s*(?:stacktrace:|\n)", b, re.S)
+    if "Assertion with == failed" in b and m:
+        norm = lambda s: re.sub(r"\s+", "", s)
+        if norm(m.group(1)) == norm(m.group(2)):
+            identity += 1
+            continue
+    t = re.search(r"\n\s*expected\s*\n(.*?)\n\s*to be within tolerance of\s*\n(.*?)\n\s*(?:for input|code:)", b, re.S)
+    if t and close(t.group(1), t.group(2)):
+        identity += 1
+        continue
+    reason = next((l.strip() for l in b.split("\n")[1:] if l.strip() and not re.match(r"test/|\(", l.strip())), "?")
+    reason = re.sub(r"#(Reference|PID)<[^>]*>", "", reason)[:140]
+    other[reason] += 1
+    names.append(f"{head}: {reason}")
+if summary:
+    d, t, f, x = summary.groups()
+    print(f"{d} doctests, {t} tests, {f} failures, {x or 0} excluded")
+print(f"{identity} failures are struct comparisons of equal values (results on Plugboard.Nx.Backend)")
+print(f"{sum(other.values())} other failures:")
+for reason, n in other.most_common():
+    print(f"  {n:4d}  {reason}")
+if "--names" in sys.argv:
+    print("\n".join(names))
