@@ -54,6 +54,8 @@ fi
 if [ -n "$mirror" ]; then
   echo "[elixir] Nx on plugboard (bindings/elixir/plugboard_nx; Nx from $mirror)"
   (cd "$root/bindings/elixir/plugboard_nx" && PLUGBOARD_HEX_MIRROR="$mirror" MIX_ENV=test mix test)
+  echo "[elixir] Nx 0.7.2's own suite with Plugboard.Nx as the default compiler"
+  (cd "$root/bindings/elixir/plugboard_nx" && PLUGBOARD_HEX_MIRROR="$mirror" test/nx_suite/run.sh --timeout 60000)
 else
   echo "[elixir] SKIPPED bindings/elixir/plugboard_nx: no Hex mirror (set PLUGBOARD_HEX_MIRROR to a folder holding nx/, complex/ and telemetry/)"
 fi
