@@ -28,7 +28,7 @@ if Code.ensure_loaded?(Nx) and Code.ensure_loaded?(Plugboard.Nx) do
     @doc "Trains for 20 steps on `client`, printing the loss before and after."
     def run(client) do
       key = Nx.Random.key(7)
-      {x, key} = Nx.Random.uniform(key, shape: {128, 4}, backend: Nx.BinaryBackend)
+      {x, key} = Nx.Random.uniform(key, shape: {128, 4})
       y = Nx.stack([Nx.sum(x, axes: [1]), Nx.product(x, axes: [1])], axis: 1)
       {w1, key} = Nx.Random.normal(key, 0.0, 0.5, shape: {4, 16})
       {w2, _} = Nx.Random.normal(key, 0.0, 0.5, shape: {16, 2})

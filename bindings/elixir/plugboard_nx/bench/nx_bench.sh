@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Nx on plugboard's benchmarks (bench/nx_bench.exs) on each CPU plugin, with the environment the
+# tests use: PLUGBOARD_PREFIX (an installed plugboard; default build/elixir-prefix after
+# scripts/test_elixir.sh), PLUGBOARD_HEX_MIRROR (default ../shared/vendor/hex beside the repository).
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$here/../../.." && pwd)
+export PLUGBOARD_PREFIX=${PLUGBOARD_PREFIX:-$root/build/elixir-prefix}
+export PLUGBOARD_HEX_MIRROR=${PLUGBOARD_HEX_MIRROR:-$(cd "$root/../shared/vendor/hex" 2>/dev/null && pwd)}
+deps=${PLUGBOARD_DEPS_DIR:-$HOME/.cache/plugboard/deps}
+cd "$here"
+for p in xla_cpu_081/xla_cpu_pjrt.so xla_cpu_106/libpjrt_cpu.so xla_cpu_115/pjrt_c_api_cpu_plugin.so; do
+  PLUGBOARD_BENCH_PLUGIN="$deps/files/$p" MIX_ENV=prod mix run bench/nx_bench.exs 2>&1 | grep -v "^[EW]0000"
+  echo
+done
