@@ -122,6 +122,23 @@ defmodule Plugboard.Nx.CompilerTest do
         assert_same(c, &Plugboard.Nx.Fixtures.mlp_grad/3, [w1, w2, x], atol: 1.0e-4)
       end
 
+      test "vectorized tensors: elementwise, reductions and dot per vectorized entry", %{c: c} do
+        x = Nx.iota({3, 4}, type: :f32) |> Nx.vectorize(:rows)
+        w = Nx.tensor([1.0, -1.0, 2.0, 0.5])
+        out = assert_same(c, fn x, w -> {Nx.sum(x), Nx.multiply(x, w), Nx.dot(x, w)} end, [x, w])
+        assert elem(out, 0).vectorized_axes == [rows: 3]
+      end
+
+      test "Nx.Defn.stream runs the compiled step for each input, keeping the accumulator", %{c: c} do
+        stream = Nx.Defn.stream(&Plugboard.Nx.StreamFixtures.running_sum/2, [Nx.template({2}, :f32), 0.0], compiler: Plugboard.Nx, client: c)
+        for {x, before} <- [{[1.0, 2.0], 0.0}, {[3.0, 4.0], 3.0}] do
+          assert Nx.Stream.send(stream, Nx.tensor(x)) == :ok
+          assert Nx.to_number(Nx.Stream.recv(stream)) == before
+        end
+
+        assert Nx.to_number(Nx.Stream.done(stream)) == 10.0
+      end
+
       test "results stay on the device as Plugboard.Nx.Backend tensors", %{c: c} do
         out = Nx.Defn.jit_apply(fn x -> Nx.add(x, 1) end, [Nx.tensor([1, 2])], compiler: Plugboard.Nx, client: c)
         assert %Plugboard.Nx.Backend{} = out.data

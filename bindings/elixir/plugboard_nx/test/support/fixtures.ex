@@ -58,3 +58,10 @@ defmodule Plugboard.Nx.HookFixtures do
     end
   end
 end
+
+defmodule Plugboard.Nx.StreamFixtures do
+  @moduledoc false
+  import Nx.Defn
+
+  defn running_sum(x, acc), do: {acc, acc + Nx.sum(x)}
+end

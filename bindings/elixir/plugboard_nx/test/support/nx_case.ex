@@ -46,6 +46,8 @@ defmodule Plugboard.Nx.Case do
     assert length(a) == length(e)
 
     Enum.zip_with(a, e, fn a, e ->
+      assert a.vectorized_axes == e.vectorized_axes
+      {a, e} = {Nx.devectorize(a), Nx.devectorize(e)}
       assert a.type == e.type, "type #{inspect(a.type)}, expected #{inspect(e.type)}"
       assert a.shape == e.shape, "shape #{inspect(a.shape)}, expected #{inspect(e.shape)}"
       a = Nx.backend_transfer(a, Nx.BinaryBackend)
