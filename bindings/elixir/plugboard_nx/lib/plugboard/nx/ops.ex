@@ -402,20 +402,25 @@ defmodule Plugboard.Nx.Ops do
     shape |> Tuple.to_list() |> Enum.with_index() |> Enum.reject(fn {_, i} -> i in axes end) |> Enum.map(&elem(&1, 0)) |> List.to_tuple()
   end
 
+  @doc "A region of two scalars of `type` combined by one operation (`add`, `maximum`, ...)."
+  def combiner_region(combiner, type, st) do
+    s = MLIR.tensor(type, {})
+    {a, st} = Emitter.fresh(st)
+    {b, st} = Emitter.fresh(st)
+
+    Emitter.region(st, [{a, s}, {b, s}], fn st ->
+      {r, st} = op(st, "stablehlo.#{combiner} #{a}, #{b} : #{s}")
+      {[r], [s], st}
+    end)
+  end
+
   # stablehlo.reduce with a one-operation region (`combiner` on two scalars), then the output's
   # shape (keep_axes keeps reduced axes as 1s).
   defp reduce_with(x, type, in_shape, axes, out_shape, combiner, init, st) do
     axes = reduce_axes(axes, in_shape)
     {i, st} = splat(init, type, {}, st)
     s = MLIR.tensor(type, {})
-    {a, st} = Emitter.fresh(st)
-    {b, st} = Emitter.fresh(st)
-
-    {region, st} =
-      Emitter.region(st, [{a, s}, {b, s}], fn st ->
-        {r, st} = op(st, "stablehlo.#{combiner} #{a}, #{b} : #{s}")
-        {[r], [s], st}
-      end)
+    {region, st} = combiner_region(combiner, type, st)
 
     {v, st} =
       op(st, ~s["stablehlo.reduce"(#{x}, #{i}) <{dimensions = #{MLIR.array(axes)}}> (#{region}) : ] <>

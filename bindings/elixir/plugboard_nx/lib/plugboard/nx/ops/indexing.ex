@@ -44,19 +44,16 @@ defmodule Plugboard.Nx.Ops.Indexing do
     {u, st} = Ops.operand(updates, Ops.tpl(type, updates.shape), st)
     window = Enum.to_list((ir - 1)..(tuple_size(updates.shape) - 1)//1)
     dims = attr("scatter", update_window_dims: window, inserted_window_dims: axes, scatter_dims_to_operand_dims: axes, index_vector_dim: ir - 1)
-    s = MLIR.tensor(type, {})
-    {a, st} = Emitter.fresh(st)
-    {b, st} = Emitter.fresh(st)
-
     {region, st} =
-      Emitter.region(st, [{a, s}, {b, s}], fn st ->
-        if op == :indexed_add do
-          {r, st} = op(st, "stablehlo.add #{a}, #{b} : #{s}")
-          {[r], [s], st}
-        else
-          {[b], [s], st}
-        end
-      end)
+      if op == :indexed_add do
+        Ops.combiner_region("add", type, st)
+      else
+        # indexed_put: the update replaces the value.
+        s = MLIR.tensor(type, {})
+        {a, st} = Emitter.fresh(st)
+        {b, st} = Emitter.fresh(st)
+        Emitter.region(st, [{a, s}, {b, s}], fn st -> {[b], [s], st} end)
+      end
 
     op(st, ~s|"stablehlo.scatter"(#{x}, #{i}, #{u}) <{indices_are_sorted = false, scatter_dimension_numbers = #{dims}, unique_indices = false}> (#{region}) : | <>
       "(#{type_of(out)}, #{type_of(indices)}, #{MLIR.tensor(type, updates.shape)}) -> #{type_of(out)}")

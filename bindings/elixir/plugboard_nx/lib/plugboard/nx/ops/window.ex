@@ -12,15 +12,7 @@ defmodule Plugboard.Nx.Ops.Window do
     {combiner, init} = @combiners[op]
     {x, st} = Ops.operand(t, Ops.tpl(type, t.shape), st)
     {i, st} = Ops.splat(Ops.identity(init, type), type, {}, st)
-    s = MLIR.tensor(type, {})
-    {a, st} = Emitter.fresh(st)
-    {b, st} = Emitter.fresh(st)
-
-    {region, st} =
-      Emitter.region(st, [{a, s}, {b, s}], fn st ->
-        {r, st} = op(st, "stablehlo.#{combiner} #{a}, #{b} : #{s}")
-        {[r], [s], st}
-      end)
+    {region, st} = Ops.combiner_region(combiner, type, st)
 
     reduce_window(x, i, region, t.shape, window, opts, out, st)
   end
@@ -40,8 +32,8 @@ defmodule Plugboard.Nx.Ops.Window do
     s = MLIR.tensor(type, {})
     # Ties: the first maximum, the last minimum (as Nx.BinaryBackend selects them).
     cmp = if op == :window_scatter_max, do: "GE", else: "LT"
-    [a, b, c, d] = for k <- 0..3, do: "%w#{st.next}_#{k}"
-    st = %{st | next: st.next + 1}
+    {a, st} = Emitter.fresh(st)
+    {b, st} = Emitter.fresh(st)
 
     {select, st} =
       Emitter.region(st, [{a, s}, {b, s}], fn st ->
@@ -49,11 +41,7 @@ defmodule Plugboard.Nx.Ops.Window do
         {[r], ["tensor<i1>"], st}
       end)
 
-    {scatter, st} =
-      Emitter.region(st, [{c, s}, {d, s}], fn st ->
-        {r, st} = op(st, "stablehlo.add #{c}, #{d} : #{s}")
-        {[r], [s], st}
-      end)
+    {scatter, st} = Ops.combiner_region("add", type, st)
 
     rank = tuple_size(t.shape)
     padding = padding(opts[:padding], rank)
