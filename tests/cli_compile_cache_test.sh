@@ -35,7 +35,7 @@ if "$pb" cache verify > "$work/verify2.txt"; then fail "verify passed a damaged 
 grep -q "^BAD .*corrupt" "$work/verify2.txt" || fail "verify did not name the damage: $(cat "$work/verify2.txt")"
 run > "$work/repair.out" 2> "$work/repair.err"
 grep -q "compiled in" "$work/repair.out" || fail "a damaged entry was used"
-grep -q "plugboard: note: compile-cache entry replaced: .*corrupt" "$work/repair.err" || fail "the damage was not reported: $(cat "$work/repair.err")"
+grep -q "plugboard: note: compile cache: .*corrupt" "$work/repair.err" || fail "the damage was not reported: $(cat "$work/repair.err")"
 run | grep -q "compile-cache hit" || fail "the replaced entry is not a hit"
 "$pb" cache clear | grep -q "removed 1 entries" || fail "cache clear"
 

@@ -147,7 +147,7 @@ TEST_P(CompileCacheTest, EachKeyPartChangesTheKey) {
   EXPECT_EQ(with_options->origin, Origin::kCompiled);
   EXPECT_NE(with_options->key, add->key);
   // Another plugin build, other device kinds, another platform: each its own key.
-  auto target = compile_cache::target_of(*client);
+  auto target = compile_cache::target_of(*client, 1);
   ASSERT_TRUE(target);
   const std::string options = CompileOptions().serialize();
   const std::string base = compile_cache::cache_key(*target, options, kAdd);
@@ -159,11 +159,26 @@ TEST_P(CompileCacheTest, EachKeyPartChangesTheKey) {
   other_kinds.device_kinds.push_back("cpu");
   EXPECT_NE(compile_cache::cache_key(other_kinds, options, kAdd), base);
   // A CPU entry is tied to this machine's processor.
-  EXPECT_EQ(target->host_cpu, compile_cache::host_cpu_features());
+  EXPECT_EQ(target->host_cpu, *compile_cache::host_cpu_features());
   EXPECT_EQ(target->host_cpu.size(), 64u);
   auto other_cpu = *target;
   other_cpu.host_cpu = std::string(64, '0');
   EXPECT_NE(compile_cache::cache_key(other_cpu, options, kAdd), base);
+  // XLA_FLAGS, which XLA reads when it compiles.
+  auto other_flags = *target;
+  other_flags.xla_flags = "--xla_cpu_enable_fast_math=true";
+  EXPECT_NE(compile_cache::cache_key(other_flags, options, kAdd), base);
+  {
+    testing::ScopedEnv flags("XLA_FLAGS", "--xla_cpu_enable_fast_math=true");
+    auto with_flags = compile_cache::target_of(*client, 1);
+    ASSERT_TRUE(with_flags);
+    EXPECT_EQ(with_flags->xla_flags, "--xla_cpu_enable_fast_math=true");
+  }
+  // Only the devices the executable runs on: a one-device program on a four-device client keys one.
+  EXPECT_EQ(target->device_kinds.size(), 1u);
+  auto two = compile_cache::target_of(*client, 2);
+  ASSERT_TRUE(two);
+  EXPECT_EQ(two->device_kinds.size(), std::min<size_t>(2, client->devices().size()));
   auto other_platform = *target;
   other_platform.platform_name = "cuda";
   EXPECT_NE(compile_cache::cache_key(other_platform, options, kAdd), base);
@@ -253,7 +268,7 @@ TEST_P(CompileCacheTest, AnEntryThePluginRefusesIsReportedAndReplaced) {
     auto entry = compile_cache::decode_entry(read_all(p), "", p.string());
     ASSERT_TRUE(entry);
     entry->payload = std::string(64, 'x');
-    write_all(p, compile_cache::encode_entry(*entry));
+    write_all(p, *compile_cache::encode_entry(*entry));
   }, "not used");
 }
 
@@ -269,7 +284,7 @@ TEST_P(CompileCacheTest, AnEntryWithoutADescriptionIsDescribedByThePlugin) {
   auto entry = compile_cache::decode_entry(read_all(path), "", path.string());
   ASSERT_TRUE(entry);
   for (const char* k : {"name", "parameters", "results", "results_dynamic", "custom_calls"}) entry->metadata.erase(k);
-  write_all(path, compile_cache::encode_entry(*entry));
+  write_all(path, *compile_cache::encode_entry(*entry));
   auto hit = compile_with(*client, add, cache);
   ASSERT_TRUE(hit);
   EXPECT_EQ(hit->origin, Origin::kCompileCache);
@@ -304,20 +319,55 @@ TEST(CompileCacheDescription, ADescriptionRoundTripsThroughMetadataAndBadTextIsI
   EXPECT_FALSE(compile_cache::get_description(m));
 }
 
+TEST(CompileCacheEntry, MetadataOverTheLimitIsRefusedWhenEncoding) {
+  compile_cache::Entry e{std::string(64, 'a'), {{"program", std::string(compile_cache::kMaxMetadataBytes, 'x')}}, "p"};
+  auto bytes = compile_cache::encode_entry(e);
+  ASSERT_FALSE(bytes);
+  EXPECT_EQ(bytes.error().code(), Code::kInvalidArgument);
+  // A description too large for the metadata is left out (the plugin describes the executable).
+  Description d;
+  d.name = "main";
+  d.signature.parameters_known = true;
+  d.signature.parameters.assign(20000, ArrayType{DType::kF32, Dims{4}});
+  std::map<std::string, std::string> m;
+  compile_cache::put_description(d, m);
+  EXPECT_TRUE(m.empty());
+}
+
+TEST(CompileCacheTrust, AFolderOfAnotherUserOrWritableByOthersIsNotUsed) {
+  ScratchDir dir;
+  const std::filesystem::path shared = dir / "shared";
+  std::filesystem::create_directories(shared);
+  std::filesystem::permissions(shared, std::filesystem::perms::all);  // 0777
+  const DiskCache cache(shared);
+  auto client = testing::make_client(testing::cpu_plugins()[0].path);
+  ASSERT_TRUE(client);
+  auto out = compile_with(*client, program(kAdd, "add.mlir"), cache);
+  ASSERT_TRUE(out) << out.error().to_string();
+  EXPECT_EQ(out->origin, Origin::kCompiled);
+  EXPECT_NE(joined(out->notes).find("writable by others"), std::string::npos) << joined(out->notes);
+  auto found = cache.find(out->key);
+  EXPECT_FALSE(found.entry);
+  // A folder the cache makes is 0700.
+  const DiskCache fresh(dir / "fresh");
+  ASSERT_TRUE(compile_with(*client, program(kAdd, "add.mlir"), fresh));
+  EXPECT_EQ(std::filesystem::status(dir / "fresh").permissions() & std::filesystem::perms::all, std::filesystem::perms::owner_all);
+}
+
 TEST(CompileCacheEntry, HeadersThatAreNotEntriesOrFromAnotherVersionAreRefused) {
   EXPECT_EQ(compile_cache::decode_entry("hello", "", "f").error().code(), Code::kInvalidArgument);
   compile_cache::Entry e{std::string(64, 'a'), {{"program", "p"}}, "payload"};
-  std::string bytes = compile_cache::encode_entry(e);
+  std::string bytes = *compile_cache::encode_entry(e);
   auto back = compile_cache::decode_entry(bytes, e.key, "f");
   ASSERT_TRUE(back) << back.error().to_string();
   EXPECT_EQ(back->payload, "payload");
   EXPECT_EQ(back->metadata["program"], "p");
   EXPECT_EQ(compile_cache::decode_entry(bytes.substr(0, 40), "", "f").error().code(), Code::kDataLoss);
   std::string other_version = bytes;
-  other_version[8] = 2;
+  other_version[8] = 9;
   auto v = compile_cache::decode_entry(other_version, "", "f");
   EXPECT_EQ(v.error().code(), Code::kFailedPrecondition);
-  EXPECT_NE(v.error().message().find("format version 2"), std::string::npos);
+  EXPECT_NE(v.error().message().find("format version 9"), std::string::npos);
   EXPECT_NE(compile_cache::decode_entry(bytes + "x", "", "f").error().message().find("after its payload"), std::string::npos);
 }
 
@@ -474,7 +524,7 @@ TEST(PrecompiledBundle, ATamperedPrecompiledEntryIsRefusedByTheManifestHashAndTh
   auto decoded = compile_cache::decode_entry(read_all(entry), "", entry.string());
   ASSERT_TRUE(decoded);
   decoded->metadata["program"] = "evi.mlir";
-  write_all(entry, compile_cache::encode_entry(*decoded));
+  write_all(entry, *compile_cache::encode_entry(*decoded));
   auto out = boot_and_compile(b);
   ASSERT_TRUE(out) << out.error().to_string();
   EXPECT_EQ(out->origin, Origin::kCompiled);

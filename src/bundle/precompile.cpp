@@ -1,15 +1,17 @@
 #include "bundle/precompile.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 
 #include "base/atomic_file.h"
 #include "base/clock.h"
+#include "base/environment.h"
 #include "base/no_throw.h"
 #include "base/sha256.h"
 #include "bundle/assemble.h"
 #include "compile_cache/cache_key.h"
-#include "compile_cache/description_text.h"
+#include "compile_cache/cached_compile.h"
 #include "compile_cache/entry.h"
 #include "fetch/file_lock.h"
 #include "runtime/client.h"
@@ -53,6 +55,8 @@ Expected<Compiler> compiler_for(const fs::path& dir, const TargetEntry& entry, c
     c.topology = std::move(t);
     c.target.platform_name = c.topology->platform_name();
     c.target.device_kinds = c.topology->device_kinds();
+    c.target.device_kinds.resize(std::min<size_t>(c.target.device_kinds.size(), static_cast<size_t>(options.num_replicas * options.num_partitions)));
+    if (auto flags = environment_override("XLA_FLAGS")) c.target.xla_flags = *flags;
     c.compile = [t = c.topology, options](const Program& p) -> Expected<Compiled> {
       PB_ASSIGN_OR_RETURN(std::string serialized, t->compile_serialized(p, options));
       return Compiled{std::move(serialized), std::nullopt};
@@ -62,10 +66,8 @@ Expected<Compiler> compiler_for(const fs::path& dir, const TargetEntry& entry, c
   ClientOptions client_options;
   client_options.create_options = entry.create_options;
   PB_ASSIGN_OR_RETURN(c.client, Client::create(plugin, client_options));
-  c.target.platform_name = c.client->platform_name();
-  c.target.platform_version = c.client->platform_version();
-  for (const DeviceInfo& d : c.client->devices()) c.target.device_kinds.push_back(d.kind);
-  if (c.target.platform_name == "cpu") c.target.host_cpu = compile_cache::host_cpu_features();
+  const size_t devices_used = static_cast<size_t>(options.num_replicas * options.num_partitions);
+  PB_ASSIGN_OR_RETURN(c.target, compile_cache::target_of(*c.client, devices_used, entry.sha256));
   c.compile = [client = c.client, options](const Program& p) -> Expected<Compiled> {
     PB_ASSIGN_OR_RETURN(std::shared_ptr<Executable> exe, client->compile(p, options));
     PB_ASSIGN_OR_RETURN(std::string serialized, exe->serialize());
@@ -118,16 +120,11 @@ Expected<std::vector<PrecompileOutcome>> precompile_bundle(const fs::path& dir, 
         PB_ASSIGN_OR_RETURN(Compiled compiled,
                             annotate(compiler->compile(program), "precompiling " + program.name() + " for target " + entry.name));
         const double ms = ms_since(start);
-        compile_cache::Entry e;
-        e.key = compile_cache::cache_key(compiler->target, serialized_options, program.bytes());
-        e.metadata = {{"program", program.name()},
-                      {"plugin_sha256", entry.sha256},
-                      {"platform", compiler->target.platform_name},
-                      {"device_kinds", compile_cache::join_device_kinds(compiler->target.device_kinds)},
-                      {"target", entry.name}};
-        e.payload = std::move(compiled.serialized);
-        if (compiled.description) compile_cache::put_description(*compiled.description, e.metadata);
-        const std::string bytes = compile_cache::encode_entry(e);
+        const std::string key = compile_cache::cache_key(compiler->target, serialized_options, program.bytes());
+        compile_cache::Entry e = compile_cache::make_entry(key, compiler->target, program.name(), entry.file,
+                                                          std::move(compiled.serialized), compiled.description);
+        e.metadata["target"] = entry.name;
+        PB_ASSIGN_OR_RETURN(const std::string bytes, compile_cache::encode_entry(e));
         const std::string relative = "compiled/" + entry.name + "/" + e.key + ".pbx";
         std::error_code ec;
         fs::create_directories(dir / "compiled" / entry.name, ec);

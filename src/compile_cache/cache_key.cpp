@@ -4,7 +4,9 @@
 #include <fstream>
 #include <optional>
 
+#include "base/environment.h"
 #include "base/no_throw.h"
+#include "platforms/registry.h"
 #include "base/sha256.h"
 #include "compile_cache/plugin_fingerprint.h"
 
@@ -21,19 +23,28 @@ void append_part(std::string& out, std::string_view part) {
 
 }  // namespace
 
-Expected<Target> target_of(const Client& client) noexcept {
+Expected<Target> target_of(const Client& client, size_t devices_used, std::optional<std::string> sha) noexcept {
   return no_throw("identifying a client for the compile cache", [&]() -> Expected<Target> {
     Target t;
-    PB_ASSIGN_OR_RETURN(t.plugin_sha256, plugin_sha256(client.plugin()));
+    if (sha) {
+      t.plugin_sha256 = std::move(*sha);
+    } else {
+      PB_ASSIGN_OR_RETURN(t.plugin_sha256, plugin_sha256(client.plugin()));
+    }
     t.platform_name = client.platform_name();
     t.platform_version = client.platform_version();
-    for (const DeviceInfo& d : client.devices()) t.device_kinds.push_back(d.kind);
-    if (t.platform_name == "cpu") t.host_cpu = host_cpu_features();
+    const auto& devices = client.devices();
+    for (size_t i = 0; i < devices.size() && i < std::max<size_t>(devices_used, 1); ++i) t.device_kinds.push_back(devices[i].kind);
+    const platforms::PlatformTraits* platform = platforms::platform_for_client(t.platform_name);
+    if (platform && platform->name == "cpu") {
+      PB_ASSIGN_OR_RETURN(t.host_cpu, host_cpu_features());
+    }
+    if (auto flags = environment_override("XLA_FLAGS")) t.xla_flags = *flags;
     return t;
   });
 }
 
-std::string host_cpu_features() {
+Expected<std::string> host_cpu_features() {
   static const std::string features = [] {
     // /proc files report a size of 0, so they are read as a stream (at most 4 MiB).
     std::ifstream in("/proc/cpuinfo");
@@ -46,11 +57,14 @@ std::string host_cpu_features() {
       const size_t end = std::min(text->find('\n', at), text->size());
       const std::string_view line(text->data() + at, end - at);
       if (line.empty() && !picked.empty()) break;
-      if (line.starts_with("model name") || line.starts_with("flags")) picked.append(line).append("\n");
+      for (const char* field : {"model name", "flags", "CPU implementer", "CPU architecture", "CPU variant", "CPU part", "Features"})
+        if (line.starts_with(field)) picked.append(line).append("\n");
       at = end + 1;
     }
     return picked.empty() ? std::string() : sha256_hex(std::as_bytes(std::span(picked.data(), picked.size())));
   }();
+  if (features.empty())
+    return make_error(Code::kUnavailable, "this processor's features could not be read from /proc/cpuinfo");
   return features;
 }
 
@@ -70,6 +84,7 @@ std::string cache_key(const Target& target, std::string_view serialized_options,
   append_part(encoded, std::to_string(target.device_kinds.size()));
   for (const std::string& kind : target.device_kinds) append_part(encoded, kind);
   append_part(encoded, target.host_cpu);
+  append_part(encoded, target.xla_flags);
   append_part(encoded, serialized_options);
   append_part(encoded, program_bytes);
   return sha256_hex(std::as_bytes(std::span(encoded.data(), encoded.size())));

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,7 +20,7 @@
 
 namespace plugboard::compile_cache {
 
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;
 
 // What the key says about the plugin and client side.
 struct Target {
@@ -31,13 +32,20 @@ struct Target {
   // are compiled for the machine that compiles them, so an entry made on another processor is
   // never loaded here (it could use instructions this one lacks). Empty for other platforms.
   std::string host_cpu;
+  // XLA_FLAGS as the process has it: XLA reads it when it compiles (fast-math, ISA limits, ...).
+  std::string xla_flags;
 };
 
-// A digest of this machine's processor model and feature flags (/proc/cpuinfo), "" when unknown.
-std::string host_cpu_features();
+// A digest of this machine's processor model and feature flags (/proc/cpuinfo: x86's "model name"
+// and "flags", Arm's "CPU implementer", "CPU part" and "Features"); UNAVAILABLE when none is found,
+// and then the cache is not used for CPU executables.
+Expected<std::string> host_cpu_features();
 
-// The client's plugin and devices (the plugin's sha256 from plugin_fingerprint.h).
-Expected<Target> target_of(const Client& client) noexcept;
+// The client's plugin and devices (the plugin's sha256 from plugin_fingerprint.h, unless the caller
+// knows it: a bundle's manifest). `devices_used`: how many of the client's devices the executable
+// runs on (num_replicas * num_partitions), whose kinds the key holds.
+Expected<Target> target_of(const Client& client, size_t devices_used,
+                           std::optional<std::string> plugin_sha256 = std::nullopt) noexcept;
 
 // "NVIDIA H200,NVIDIA H200": the device kinds as entries' metadata records them.
 std::string join_device_kinds(const std::vector<std::string>& kinds);

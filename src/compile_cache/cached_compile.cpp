@@ -15,8 +15,6 @@
 namespace plugboard::compile_cache {
 namespace {
 
-constexpr size_t kMaxEntryBytes = size_t{4} << 30;
-
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -49,6 +47,20 @@ Expected<Entry> read_precompiled(const PrecompiledFile& f) noexcept {
                                              ": the file was changed; refused");
     return decode_entry(*bytes, key, where);
   });
+}
+
+Entry make_entry(const std::string& key, const Target& target, const std::string& program, const std::string& plugin,
+                 std::string payload, const std::optional<Description>& description) {
+  Entry entry{key,
+              {{"program", program},
+               {"plugin", plugin},
+               {"plugin_sha256", target.plugin_sha256},
+               {"platform", target.platform_name + (target.platform_version.empty() ? "" : " " + target.platform_version)},
+               {"device_kinds", join_device_kinds(target.device_kinds)},
+               {"created", utc_now()}},
+              std::move(payload)};
+  if (description) put_description(*description, entry.metadata);
+  return entry;
 }
 
 Expected<CompileSources> default_sources(std::vector<PrecompiledFile> precompiled) noexcept {
@@ -87,7 +99,7 @@ Expected<CompileOutcome> compile(const Client& client, const Program& program, c
       PB_RETURN_IF_ERROR(compile_here());
       return out;
     }
-    auto target = target_of(client);
+    auto target = target_of(client, static_cast<size_t>(options.num_replicas * options.num_partitions));
     if (!target) {
       out.notes.push_back("compile cache not used: " + target.error().to_string());
       PB_RETURN_IF_ERROR(compile_here());
@@ -120,7 +132,7 @@ Expected<CompileOutcome> compile(const Client& client, const Program& program, c
     if (sources.cache) {
       const auto start = Clock::now();
       DiskCache::Found found = sources.cache->find(out.key);
-      if (found.problem) out.notes.push_back("compile-cache entry replaced: " + *found.problem);
+      if (found.problem) out.notes.push_back("compile cache: " + *found.problem);
       if (found.entry) {
         if (load(std::move(*found.entry), sources.cache->entry_path(out.key), Origin::kCompileCache, start)) return out;
         sources.cache->remove(out.key);
@@ -134,15 +146,8 @@ Expected<CompileOutcome> compile(const Client& client, const Program& program, c
       out.notes.push_back("not stored in the compile cache: " + serialized.error().to_string());
       return out;
     }
-    Entry entry{out.key,
-                {{"program", program.name()},
-                 {"plugin", client.plugin().path().string()},
-                 {"plugin_sha256", target->plugin_sha256},
-                 {"platform", target->platform_name + " " + target->platform_version},
-                 {"device_kinds", join_device_kinds(target->device_kinds)},
-                 {"created", utc_now()}},
-                std::move(*serialized)};
-    put_description(out.executable->description(), entry.metadata);
+    const Entry entry = make_entry(out.key, *target, program.name(), client.plugin().path().string(),
+                                   std::move(*serialized), out.executable->description());
     if (auto stored = sources.cache->store(entry); !stored)
       out.notes.push_back("not stored in the compile cache: " + stored.error().to_string());
     else

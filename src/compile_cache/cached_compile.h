@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "compile_cache/cache_key.h"
 #include "compile_cache/disk_cache.h"
 #include "compile_cache/entry.h"
 #include "runtime/client.h"
@@ -37,6 +38,11 @@ struct CompileSources {
   std::vector<PrecompiledFile> precompiled;
   std::optional<DiskCache> cache;  // none: the persistent cache is off
 };
+
+// The entry for a compiled program: its key, the metadata every entry carries (program, plugin,
+// platform, device kinds, created) and, when known, the executable's description.
+Entry make_entry(const std::string& key, const Target& target, const std::string& program, const std::string& plugin,
+                 std::string payload, const std::optional<Description>& description);
 
 // The sources a compilation uses by default: `precompiled` (the booted bundle target's) and the
 // persistent cache as the environment sets it (disk_cache.h: settings_from_environment).

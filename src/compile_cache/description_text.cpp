@@ -1,6 +1,7 @@
 #include "compile_cache/description_text.h"
 
 #include "base/parse_number.h"
+#include "compile_cache/entry.h"
 
 namespace plugboard::compile_cache {
 namespace {
@@ -71,9 +72,14 @@ void put_description(const Description& d, std::map<std::string, std::string>& m
   }
   std::string dynamic;
   for (bool b : d.signature.results_dynamic) dynamic += b ? '1' : '0';
+  // A description that would crowd the metadata section (thousands of parameters) is left out:
+  // the plugin describes the executable when it is loaded.
+  const std::string parameters = d.signature.parameters_known ? types_text(d.signature.parameters) : "?";
+  const std::string results = types_text(d.signature.results);
+  if (d.name.size() + parameters.size() + results.size() + dynamic.size() + calls.size() > kMaxMetadataBytes / 2) return;
   metadata["name"] = d.name;
-  metadata["parameters"] = d.signature.parameters_known ? types_text(d.signature.parameters) : "?";
-  metadata["results"] = types_text(d.signature.results);
+  metadata["parameters"] = parameters;
+  metadata["results"] = results;
   metadata["results_dynamic"] = dynamic;
   metadata["custom_calls"] = calls;
 }

@@ -1,6 +1,12 @@
 #include "compile_cache/disk_cache.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 
 #include "base/atomic_file.h"
 #include "base/cache_home.h"
@@ -14,8 +20,28 @@ namespace plugboard::compile_cache {
 namespace {
 
 constexpr const char* kSuffix = ".pbx";
-// No entry is larger (a GPU executable is tens of MiB).
-constexpr size_t kMaxEntryBytes = size_t{4} << 30;
+
+// A temporary file a writer left (".<key>.pbx.tmp-XXXXXX"), removed once it is an hour old.
+bool stale_temporary(const std::filesystem::directory_entry& e) {
+  const std::string name = e.path().filename().string();
+  if (!name.starts_with(".") || name.find(".pbx.tmp-") == std::string::npos) return false;
+  std::error_code ec;
+  const auto age = std::filesystem::file_time_type::clock::now() - e.last_write_time(ec);
+  return !ec && age > std::chrono::hours(1);
+}
+
+// Entries are machine code the plugin will run: the folder must be this user's and writable by
+// nobody else (a shared /tmp folder would let another user plant one).
+Status check_trusted(const std::filesystem::path& dir) {
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) return ok();  // not made yet: store() makes it, 0700
+  if (!S_ISDIR(st.st_mode))
+    return make_error(Code::kFailedPrecondition, "compile cache " + dir.string() + " is not a directory");
+  if (st.st_uid != ::geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    return make_error(Code::kPermissionDenied, "compile cache " + dir.string() +
+                                                   " is not this user's or is writable by others: not used");
+  return ok();
+}
 
 // The key a file name claims ("<64 hex>.pbx"), or "" for a file that is not an entry's.
 std::string key_of_name(const std::filesystem::path& p) {
@@ -51,6 +77,7 @@ std::filesystem::path DiskCache::entry_path(const std::string& key) const {
 
 DiskCache::Found DiskCache::find(const std::string& key) const noexcept {
   try {
+    if (auto trusted = check_trusted(dir_); !trusted) return {std::nullopt, trusted.error().to_string()};
     const std::filesystem::path path = entry_path(key);
     auto bytes = read_regular_file(path, kMaxEntryBytes, OpenOptions{.no_follow = true});
     if (!bytes) {
@@ -76,9 +103,13 @@ Status DiskCache::store(const Entry& entry) const noexcept {
   return no_throw("storing a compile-cache entry", [&]() -> Status {
     const std::filesystem::path path = entry_path(entry.key);
     std::error_code ec;
-    std::filesystem::create_directories(path.parent_path(), ec);
-    if (ec) return make_error(Code::kPermissionDenied, "cannot create " + path.parent_path().string() + ": " + ec.message());
-    const std::string bytes = encode_entry(entry);
+    std::filesystem::create_directories(dir_.parent_path(), ec);  // …/plugboard: the user's umask
+    for (const std::filesystem::path& d : {dir_, path.parent_path()})  // the cache itself: 0700
+      if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST)
+        return make_error(Code::kPermissionDenied, "cannot create compile cache folder " + d.string() + ": " +
+                                                       std::strerror(errno));
+    PB_RETURN_IF_ERROR(check_trusted(dir_));
+    PB_ASSIGN_OR_RETURN(const std::string bytes, encode_entry(entry));
     PB_RETURN_IF_ERROR(write_file_atomically(path, bytes, 0644));
     evict();
     return ok();
@@ -86,8 +117,12 @@ Status DiskCache::store(const Entry& entry) const noexcept {
 }
 
 void DiskCache::remove(const std::string& key) const noexcept {
-  std::error_code ec;
-  std::filesystem::remove(entry_path(key), ec);
+  try {
+    std::error_code ec;
+    std::filesystem::remove(entry_path(key), ec);
+  } catch (...) {
+    // Nothing to report to: the entry stays, and is refused again when next found.
+  }
 }
 
 std::vector<DiskCache::Listed> DiskCache::list() const {
@@ -96,6 +131,10 @@ std::vector<DiskCache::Listed> DiskCache::list() const {
   for (std::filesystem::recursive_directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
     if (it.depth() > 1) continue;
     std::error_code e;
+    if (it->is_regular_file(e) && stale_temporary(*it)) {
+      std::filesystem::remove(it->path(), e);
+      continue;
+    }
     if (!it->is_regular_file(e) || key_of_name(it->path()).empty()) continue;
     Listed l{it->path(), it->file_size(e), it->last_write_time(e)};
     if (!e) out.push_back(std::move(l));

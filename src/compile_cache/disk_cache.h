@@ -52,7 +52,9 @@ class DiskCache {
 
   struct Found {
     std::optional<Entry> entry;          // a valid entry for the key
-    std::optional<std::string> problem;  // an entry was there but unusable (it was removed): why
+    // Why the cache could not be used: an entry was there but unusable (it was removed, and is
+    // replaced when the program is compiled), or the folder is not trusted.
+    std::optional<std::string> problem;
   };
   Found find(const std::string& key) const noexcept;
 

@@ -10,7 +10,6 @@ namespace plugboard::compile_cache {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'B', 'X', 'C', 'A', 'C', 'H', 'E'};
-constexpr size_t kMaxMetadata = 64 << 10;
 
 template <class T>
 void put(std::string& out, T value) {
@@ -67,8 +66,11 @@ std::map<std::string, std::string> decode_metadata(std::string_view text) {
 
 }  // namespace
 
-std::string encode_entry(const Entry& entry) {
+Expected<std::string> encode_entry(const Entry& entry) {
   const std::string metadata = encode_metadata(entry.metadata);
+  if (metadata.size() > kMaxMetadataBytes)
+    return invalid_argument("compile-cache entry metadata of " + std::to_string(metadata.size()) + " bytes, over the " +
+                            std::to_string(kMaxMetadataBytes) + "-byte limit");
   std::string out(kMagic, sizeof(kMagic));
   put<uint32_t>(out, kFormatVersion);
   out += raw_digest(entry.key);
@@ -97,7 +99,7 @@ Expected<Entry> decode_entry(std::string_view bytes, std::string_view expected_k
   const uint64_t metadata_size = get<uint32_t>(bytes, 44);
   const uint64_t payload_size = get<uint64_t>(bytes, 48);
   const uint64_t body = bytes.size() - kEntryHeaderBytes;
-  if (metadata_size > kMaxMetadata || payload_size > body || metadata_size > body - payload_size)
+  if (metadata_size > kMaxMetadataBytes || payload_size > body || metadata_size > body - payload_size)
     return make_error(Code::kDataLoss, where + " is truncated: its header announces " + std::to_string(metadata_size) +
                                            " + " + std::to_string(payload_size) + " bytes, the file holds " +
                                            std::to_string(body) + " after the header");

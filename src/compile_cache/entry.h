@@ -24,6 +24,9 @@
 namespace plugboard::compile_cache {
 
 inline constexpr size_t kEntryHeaderBytes = 88;
+// No entry file is larger (a GPU executable is tens of MiB), no metadata section either.
+inline constexpr size_t kMaxEntryBytes = size_t{4} << 30;
+inline constexpr size_t kMaxMetadataBytes = size_t{64} << 10;
 
 struct Entry {
   std::string key;  // 64 hex digits
@@ -31,7 +34,8 @@ struct Entry {
   std::string payload;
 };
 
-std::string encode_entry(const Entry& entry);
+// INVALID_ARGUMENT when the metadata is over kMaxMetadataBytes (decode_entry would refuse it).
+Expected<std::string> encode_entry(const Entry& entry);
 
 // The entry in `bytes` (a file's whole content; `where` names it in messages), which must be the one
 // for `expected_key` (empty: any key). DATA_LOSS for a truncated, corrupt or foreign entry,

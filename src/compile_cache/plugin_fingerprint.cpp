@@ -51,6 +51,15 @@ Expected<std::string> plugin_sha256(const Plugin& plugin) noexcept {
   return no_throw("identifying a plugin", [&]() -> Expected<std::string> {
     const std::filesystem::path& path = plugin.path();
     PB_ASSIGN_OR_RETURN(const FileIdentity now, file_identity(path));
+    // The key must name the build in memory: a file replaced or rewritten since it was loaded
+    // (an upgrade under a running process) is not what this process runs. A ctime that moved alone
+    // (a hard link, a chmod) is the same content.
+    FileIdentity loaded = plugin.file_identity();
+    loaded.ctime_ns = now.ctime_ns;
+    if (!(loaded == now))
+      return make_error(Code::kFailedPrecondition, "plugin " + path.string() + " changed since this process loaded it (" +
+                                                       describe_identity(plugin.file_identity()) + ", now " +
+                                                       describe_identity(now) + ")");
     if (auto id = verified_identity(path); id && *id == now)
       if (auto sha = verified_sha256(path)) return *sha;
     Memo& m = memo();

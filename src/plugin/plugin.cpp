@@ -308,6 +308,7 @@ LoadTrace load_plugin_traced(const std::filesystem::path& requested) {
     PB_ASSIGN_OR_RETURN(const PJRT_Api* raw, get_pjrt_api(handle, label));
     plugin.reset(new Plugin());
     plugin->path_ = lib.canonical;
+    plugin->identity_ = lib.identity;
     plugin->api_ = std::make_unique<abi::Api>(raw, label);
     plugin->version_ = {raw->pjrt_api_version.major_version, raw->pjrt_api_version.minor_version};
     return check_version(*plugin->api_, plugin->version_);

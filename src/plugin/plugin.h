@@ -14,6 +14,7 @@
 #include <variant>
 #include <vector>
 
+#include "base/regular_file.h"
 #include "base/semver.h"
 #include "base/status.h"
 
@@ -59,6 +60,9 @@ class Plugin {
 
   // The path it was first loaded from, made absolute and canonical.
   const std::filesystem::path& path() const { return path_; }
+  // The file as it was when loaded (device, inode, size, mtime, ctime): the library in memory is
+  // that file's content, whatever the path holds later.
+  const FileIdentity& file_identity() const { return identity_; }
   PjrtVersion version() const { return version_; }
   const std::vector<NamedValue>& attributes() const { return attributes_; }
   const NamedValue* attribute(std::string_view name) const;
@@ -85,6 +89,7 @@ class Plugin {
   Plugin() = default;
 
   std::filesystem::path path_;
+  FileIdentity identity_;
   std::unique_ptr<abi::Api> api_;
   PjrtVersion version_;
   std::vector<NamedValue> attributes_;

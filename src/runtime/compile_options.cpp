@@ -1,5 +1,8 @@
 #include "runtime/compile_options.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -102,8 +105,12 @@ std::string CompileOptions::serialize() const {
     else if (const double* d = std::get_if<double>(&value)) o.set_double_field(*d);
     else o.set_string_field(std::get<std::string>(value));
   }
+  // Deterministic: env_option_overrides is a map, and the bytes are part of compile-cache keys.
   std::string out;
-  proto.SerializeToString(&out);
+  google::protobuf::io::StringOutputStream stream(&out);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  proto.SerializeToCodedStream(&coded);
   return out;
 }
 

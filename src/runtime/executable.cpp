@@ -78,7 +78,15 @@ Expected<std::shared_ptr<Executable>> deserialize(std::shared_ptr<const Client> 
 Expected<std::shared_ptr<Executable>> adopt_loaded(std::shared_ptr<const Client> client, PJRT_LoadedExecutable* loaded,
                                                    bool portable, const std::string& doing, const Description* known) {
   const abi::Api& api = client->plugin().api();
-  std::shared_ptr<Executable> exe(new Executable());
+  std::shared_ptr<Executable> exe;
+  try {
+    exe.reset(new Executable());
+  } catch (...) {
+    auto d = PB_PJRT_ARGS(PJRT_LoadedExecutable_Destroy_Args);
+    d.executable = loaded;
+    (void)PB_PJRT_CALL(api, PJRT_LoadedExecutable_Destroy, d);
+    throw;  // no_throw above turns it into an error value
+  }
   exe->client_ = std::move(client);
   exe->loaded_ = loaded;  // owned from here
   exe->portable_ = portable;
