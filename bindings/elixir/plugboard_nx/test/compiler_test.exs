@@ -129,6 +129,13 @@ defmodule Plugboard.Nx.CompilerTest do
         assert elem(out, 0).vectorized_axes == [rows: 3]
       end
 
+      test "a cond over vectorized predicates returning a container with vectorized leaves (regression)", %{c: c} do
+        # The branches' vectorized values were typed by their inner shape: a module XLA refused.
+        pred = Nx.vectorize(Nx.tensor([2, 0, 0]), :pred)
+        args = [pred, {1, 2, 3}, {7, 8, Nx.vectorize(Nx.tensor([9, 10, 11]), :x)}]
+        assert_same(c, &Plugboard.Nx.VectorizedFixtures.vectorized_if/3, args)
+      end
+
       test "Nx.Defn.stream runs the compiled step for each input, keeping the accumulator", %{c: c} do
         stream = Nx.Defn.stream(&Plugboard.Nx.StreamFixtures.running_sum/2, [Nx.template({2}, :f32), 0.0], compiler: Plugboard.Nx, client: c)
         for {x, before} <- [{[1.0, 2.0], 0.0}, {[3.0, 4.0], 3.0}] do

@@ -65,3 +65,15 @@ defmodule Plugboard.Nx.StreamFixtures do
 
   defn running_sum(x, acc), do: {acc, acc + Nx.sum(x)}
 end
+
+defmodule Plugboard.Nx.VectorizedFixtures do
+  @moduledoc false
+  import Nx.Defn
+
+  defn vectorized_if(pred, then, other) do
+    cond do
+      pred -> then
+      true -> other
+    end
+  end
+end

@@ -36,6 +36,10 @@ defmodule Plugboard.Nx.Backend do
 
   @doc false
   # A host array (a hook's operand) as a tensor of `template`'s type and shape, in Nx's default backend.
+  def from_host(%T{vectorized_axes: [_ | _] = axes} = template, host) do
+    template |> Nx.devectorize(keep_names: false) |> from_host(host) |> Nx.vectorize(axes)
+  end
+
   def from_host(%T{type: type, shape: shape} = template, %Plugboard.HostTensor{data: data}) do
     Nx.from_binary(data, type) |> Nx.reshape(shape) |> Nx.rename(template.names)
   end

@@ -65,6 +65,8 @@ defmodule Plugboard.Nx.Emitter do
   end
 
   @doc false
+  # Vectorized axes (cond and while results keep them) are leading dimensions of the value.
+  def type_of(%T{vectorized_axes: [_ | _]} = t), do: type_of(Nx.devectorize(t, keep_names: false))
   def type_of(%T{type: type, shape: shape}), do: MLIR.tensor(type, shape)
 
   ## The walk

@@ -14,6 +14,12 @@ defmodule Plugboard.Nx.Ops do
   def tpl(type, shape), do: %T{type: type, shape: shape, names: List.duplicate(nil, tuple_size(shape))}
 
   @doc "`expr` as a value of `template`'s type and shape."
+  def operand(%T{vectorized_axes: [_ | _]} = expr, template, st),
+    do: operand(Nx.devectorize(expr, keep_names: false), template, st)
+
+  def operand(expr, %T{vectorized_axes: [_ | _]} = template, st),
+    do: operand(expr, Nx.devectorize(template, keep_names: false), st)
+
   def operand(expr, %T{type: type, shape: shape}, st) do
     {v, st} = emit(expr, st)
     {v, st} = convert(v, expr.type, type, expr.shape, st)
