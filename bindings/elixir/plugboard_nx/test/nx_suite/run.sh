@@ -3,7 +3,8 @@
 # its complex/ and telemetry/) copied to a temporary folder, its test helper extended to load
 # plugboard and plugboard_nx (built here, MIX_ENV=test) and to set the compiler, then its mix test.
 #
-#   test/nx_suite/run.sh [MIX TEST ARGS...]     (PLUGBOARD_HEX_MIRROR, PLUGBOARD_PREFIX as for mix test)
+#   test/nx_suite/run.sh [MIX TEST ARGS...]     (PLUGBOARD_HEX_MIRROR, PLUGBOARD_PREFIX as for mix test;
+#                                                PLUGBOARD_NX_SUITE_LOG=FILE keeps Nx's whole output)
 #
 # Prints Nx's own summary line, then classify.py's account of the failures: results compared as
 # structs (Plugboard.Nx.Backend tensors against Nx.BinaryBackend ones holding the same values) and
@@ -35,5 +36,6 @@ cd "$work/nx"
 set +e
 MIX_ENV=test mix test --exclude distributed "$@" > "$work/nx_test.log" 2>&1
 set -e
+[ -n "${PLUGBOARD_NX_SUITE_LOG:-}" ] && cp "$work/nx_test.log" "$PLUGBOARD_NX_SUITE_LOG"
 grep -E "^(Finished in|[0-9]+ doctests)" "$work/nx_test.log" || { tail -n 40 "$work/nx_test.log"; exit 1; }
 python3 "$here/test/nx_suite/classify.py" "$work/nx_test.log" --expected "$here/test/nx_suite/expected_failures.txt"
