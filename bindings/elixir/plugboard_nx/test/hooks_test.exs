@@ -42,6 +42,14 @@ defmodule Plugboard.Nx.HooksTest do
         assert match?({:pair, _, _}, first)
       end
 
+      test "hooks added to one token run in the order they were added (regression)", %{c: c} do
+        Nx.Defn.jit_apply(&HookFixtures.one_token/2, [Nx.tensor(1), Nx.tensor(2)], compiler: Plugboard.Nx, client: c)
+        assert {:messages, [{:b, _}, {:a, _}]} = Process.info(self(), :messages)
+        assert_received {:b, b}
+        assert Nx.to_number(b) == 2
+        assert_received {:a, _}
+      end
+
       test "a hook inside a cond branch runs only when the branch is taken", %{c: c} do
         Nx.Defn.jit_apply(&HookFixtures.hooked_in_cond/1, [Nx.tensor([1, 2])], compiler: Plugboard.Nx, client: c)
         assert_received {:positive, t}

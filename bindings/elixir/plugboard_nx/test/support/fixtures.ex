@@ -50,6 +50,13 @@ defmodule Plugboard.Nx.HookFixtures do
     hook({a, c}, :pair, fn {p, q} -> send(self(), {:pair, p, q}) end)
   end
 
+  defn one_token(a, b) do
+    token = create_token()
+    {token, _} = hook_token(token, b, :b, fn t -> send(self(), {:b, t}) end)
+    {token, _} = hook_token(token, a, :a, fn t -> send(self(), {:a, t}) end)
+    attach_token(token, {a, b})
+  end
+
   defn hooked_in_cond(x) do
     if Nx.sum(x) > 0 do
       hook(x, :positive, fn t -> send(self(), {:positive, t}) end)

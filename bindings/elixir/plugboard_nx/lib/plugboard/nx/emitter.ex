@@ -131,8 +131,9 @@ defmodule Plugboard.Nx.Emitter do
   defp emit_op(:while, %T{data: %Expr{args: args}}, st), do: emit_while(args, st)
 
   defp emit_op(:token, %T{data: %Expr{args: [%Nx.Defn.Token{hooks: hooks}]}}, st) do
+    # A token keeps its hooks newest first: program order is the reverse.
     st =
-      Enum.reduce(hooks, st, fn %{name: name, expr: expr, callback: callback}, st ->
+      Enum.reduce(Enum.reverse(hooks), st, fn %{name: name, expr: expr, callback: callback}, st ->
         cond do
           callback != nil or MapSet.member?(st.overridden, name) ->
             {values, st} = emit_composite(expr, st)
