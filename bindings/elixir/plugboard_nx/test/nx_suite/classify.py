@@ -23,15 +23,22 @@ blocks = re.split(r"\n\s*(?=\d+\) (?:test|doctest) )", text)
 identity, printed, other = 0, 0, Counter()
 
 
+NUM = r"(?:\d+\.\d+(?:e[-+]?\d+)?|\d+(?:e[-+]?\d+)?|Inf)"
+
+
 def numbers(s):
+    """The values printed in a tensor's text, as complex numbers (a real one has no imaginary part)."""
     body = s.replace("#Nx.Tensor<", "")
     body = re.sub(r"\b[a-z]+\d+(\[[^\]]*\])*", "", body)  # the type line: f32[x: 3][2]
-    return [float(x.replace("Inf", "inf")) for x in re.findall(r"-?(?:\d+\.\d+(?:e[-+]?\d+)?|\d+(?:e[-+]?\d+)?|Inf)", body)]
+    out = []
+    for re_, im in re.findall(rf"(-?{NUM})(?:([+-]{NUM})i)?", body):
+        out.append(complex(float(re_.replace("Inf", "inf")), float(im.replace("Inf", "inf")) if im else 0.0))
+    return out
 
 
 def close(a, b):
     x, y = numbers(a), numbers(b)
-    return len(x) == len(y) and len(x) > 0 and all(abs(p - q) <= 1e-6 + 1e-4 * abs(q) or p == q for p, q in zip(x, y))
+    return len(x) == len(y) and len(x) > 0 and all(p == q or abs(p - q) <= 1e-6 + 1e-4 * abs(q) for p, q in zip(x, y))
 
 
 names = []
