@@ -169,7 +169,8 @@ struct CompileReport {
   std::string key;                 // the compile-cache key (64 hex digits); empty when no cache was used
   std::filesystem::path entry;     // the entry loaded, or the one stored
   std::vector<std::string> notes;  // entries refused on the way (tampered, corrupt, another build's), ...
-  std::string to_string() const;   // "compiled in 33.1 ms", "compile-cache hit (loaded in 1.2 ms)", ...
+  PLUGBOARD_API std::string to_string() const;  // "compiled in 33.1 ms", "compile-cache hit (loaded in 1.2 ms)", ...
+  PLUGBOARD_API const char* source_id() const;  // "compiled", "compile_cache", "precompiled"
 };
 
 struct ArrayType {

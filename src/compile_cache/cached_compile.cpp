@@ -73,6 +73,15 @@ Expected<CompileSources> default_sources(std::vector<PrecompiledFile> precompile
   });
 }
 
+const char* origin_id(Origin origin) {
+  switch (origin) {
+    case Origin::kCompiled: return "compiled";
+    case Origin::kCompileCache: return "compile_cache";
+    case Origin::kPrecompiled: return "precompiled";
+  }
+  return "compiled";
+}
+
 std::string describe(Origin origin, double ms) {
   char ms_text[32];
   std::snprintf(ms_text, sizeof(ms_text), "%.*f ms", ms < 10 ? 2 : 1, ms);

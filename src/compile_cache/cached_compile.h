@@ -51,6 +51,8 @@ Expected<CompileSources> default_sources(std::vector<PrecompiledFile> precompile
 enum class Origin { kCompiled, kCompileCache, kPrecompiled };
 // "compiled in 33.1 ms", "compile-cache hit (loaded in 1.21 ms)", "precompiled in the bundle (loaded in 1.21 ms)"
 std::string describe(Origin origin, double ms);
+// "compiled", "compile_cache", "precompiled": the origin as reports (JSON, Elixir atoms) name it.
+const char* origin_id(Origin origin);
 
 struct CompileOutcome {
   std::shared_ptr<Executable> executable;

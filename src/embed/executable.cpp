@@ -25,14 +25,19 @@ constexpr size_t kInlineArgs = 16;
 const std::string& Executable::name() const noexcept { return impl_->name; }
 const CompileReport& Executable::compile_report() const noexcept { return impl_->report; }
 
-std::string CompileReport::to_string() const {
+namespace {
+compile_cache::Origin origin_of(ExecutableSource source) {
   switch (source) {
-    case ExecutableSource::kCompiled: return compile_cache::describe(compile_cache::Origin::kCompiled, ms);
-    case ExecutableSource::kCompileCache: return compile_cache::describe(compile_cache::Origin::kCompileCache, ms);
-    case ExecutableSource::kPrecompiled: return compile_cache::describe(compile_cache::Origin::kPrecompiled, ms);
+    case ExecutableSource::kCompiled: return compile_cache::Origin::kCompiled;
+    case ExecutableSource::kCompileCache: return compile_cache::Origin::kCompileCache;
+    case ExecutableSource::kPrecompiled: return compile_cache::Origin::kPrecompiled;
   }
-  return {};
+  return compile_cache::Origin::kCompiled;
 }
+}  // namespace
+
+std::string CompileReport::to_string() const { return compile_cache::describe(origin_of(source), ms); }
+const char* CompileReport::source_id() const { return compile_cache::origin_id(origin_of(source)); }
 bool Executable::parameters_known() const noexcept { return impl_->executable->signature().parameters_known; }
 
 std::vector<ArrayType> Executable::parameters() const noexcept {

@@ -7,6 +7,7 @@
 #include "platforms/registry.h"
 #include "plugin/plugin_output.h"
 #include "runtime/executable_internal.h"
+#include "runtime/device_kind.h"
 #include "runtime/named_values.h"
 
 namespace plugboard {
@@ -22,10 +23,7 @@ Expected<DeviceInfo> describe(const abi::Api& api, PJRT_Device* device) {
   id.device_description = get.device_description;
   PB_RETURN_IF_ERROR(PB_PJRT_CALL(api, PJRT_DeviceDescription_Id, id));
   info.id = id.id;
-  auto kind = PB_PJRT_ARGS(PJRT_DeviceDescription_Kind_Args);
-  kind.device_description = get.device_description;
-  if (PB_PJRT_CALL(api, PJRT_DeviceDescription_Kind, kind))
-    info.kind.assign(abi::view(kind.device_kind, kind.device_kind_size));
+  if (auto kind = internal::device_kind(api, get.device_description)) info.kind = std::move(*kind);
   auto debug = PB_PJRT_ARGS(PJRT_DeviceDescription_DebugString_Args);
   debug.device_description = get.device_description;
   if (PB_PJRT_CALL(api, PJRT_DeviceDescription_DebugString, debug))

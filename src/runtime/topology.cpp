@@ -2,6 +2,7 @@
 
 #include "abi/api.h"
 #include "base/no_throw.h"
+#include "runtime/device_kind.h"
 #include "runtime/executable_internal.h"
 #include "runtime/named_values.h"
 
@@ -33,10 +34,8 @@ Expected<std::unique_ptr<Topology>> Topology::create(std::shared_ptr<const Plugi
     if (devices.num_descriptions > 0 && !devices.descriptions)
       return make_error(Code::kInternal, doing + ": the plugin handed back a device count but no devices");
     for (size_t i = 0; i < devices.num_descriptions; ++i) {
-      auto kind = PB_PJRT_ARGS(PJRT_DeviceDescription_Kind_Args);
-      kind.device_description = devices.descriptions[i];
-      PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_DeviceDescription_Kind, kind), doing));
-      t->device_kinds_.emplace_back(abi::view(kind.device_kind, kind.device_kind_size));
+      PB_ASSIGN_OR_RETURN(std::string kind, annotate(internal::device_kind(api, devices.descriptions[i]), doing));
+      t->device_kinds_.push_back(std::move(kind));
     }
     return t;
   });

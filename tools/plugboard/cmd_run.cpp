@@ -201,7 +201,6 @@ Expected<nlohmann::json> run(const Options& o) {
   if (!compiled) return std::unexpected(std::move(compiled).error());
   // Bound by reference: moving the expected into a second one made GCC 12 warn (maybe-uninitialized).
   const std::shared_ptr<Executable>& exe = compiled->executable;
-  static constexpr const char* kSourceNames[] = {"compiled", "compile-cache", "precompiled"};
 
   PB_ASSIGN_OR_RETURN(std::vector<Buffer> inputs, read_inputs(o, *client, *exe));
   auto t0 = Clock::now();
@@ -211,7 +210,7 @@ Expected<nlohmann::json> run(const Options& o) {
   nlohmann::json report = {{"plugin", plugin->path().string()},   {"platform", client->platform_name()},
                            {"pjrt_version", plugin->version().to_string()}, {"program", program.name()},
                            {"format", format_name(program.format())}, {"compile_ms", compiled->ms},
-                           {"executable_source", kSourceNames[static_cast<int>(compiled->origin)]},
+                           {"executable_source", compile_cache::origin_id(compiled->origin)},
                            {"executable", compile_cache::describe(compiled->origin, compiled->ms)},
                            {"execute_ms", execute_ms},             {"outputs", nlohmann::json::array()}};
   if (callbacks)

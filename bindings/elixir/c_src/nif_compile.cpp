@@ -25,10 +25,9 @@ ERL_NIF_TERM make_executable_term(ErlNifEnv* env, std::shared_ptr<const api::Cli
   ERL_NIF_TERM results = make_types(env, exe.results());
   ERL_NIF_TERM name = make_string(env, exe.name());
   const api::CompileReport& report = exe.compile_report();
-  static constexpr const char* kSources[] = {"compiled", "compile_cache", "precompiled"};
   std::vector<ERL_NIF_TERM> notes;
   for (const std::string& n : report.notes) notes.push_back(make_string(env, n));
-  ERL_NIF_TERM source = atom(env, kSources[static_cast<int>(report.source)]);
+  ERL_NIF_TERM source = atom(env, report.source_id());
   ERL_NIF_TERM compile_ms = enif_make_double(env, report.ms);
   ERL_NIF_TERM resource = make_resource<ExecutableResource>(env, ExecutableResource{std::move(client), std::move(exe)});
   return make_struct(env, "Elixir.Plugboard.Executable",

@@ -25,6 +25,8 @@ module @add attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i
   if (!program) return std::fprintf(stderr, "%s\n", program.error().to_string().c_str()), 1;
   auto exe = client.compile(*program);
   if (!exe) return std::fprintf(stderr, "%s\n", exe.error().to_string().c_str()), 1;
+  // Where the executable came from (the compile cache's report): exported by the library too.
+  std::printf("executable: %s (%s)\n", exe->compile_report().to_string().c_str(), exe->compile_report().source_id());
   const std::vector<float> a{1, 2, 3, 4}, b{10, 20, 30, 40};
   const int64_t dims[] = {4};
   auto x = client.copy_to_device(std::as_bytes(std::span(a)), plugboard::DType::kF32, dims);

@@ -100,12 +100,12 @@ defmodule Plugboard.Release do
 
     # Fetched first, on its own: one line per package says whether it came from the cache.
     packages = for {_, source} <- targets, package?(source), uniq: true, do: source
-    if packages != [], do: cli!(cli, ["fetch" | packages] ++ fetching, release, targets)
+    if packages != [], do: cli!(cli, ["fetch" | packages] ++ fetching, release, targets, root)
 
     File.rm_rf!(bundle)
     target_args = Enum.flat_map(targets, fn {name, source} -> ["--target", "#{name}=#{source}"] end)
     cli!(cli, ["bundle", "--out", bundle] ++ target_args ++ layout_args(opts) ++ precompile_args(opts, root) ++ fetching,
-         release, targets)
+         release, targets, root)
     release
   end
 
@@ -149,10 +149,10 @@ defmodule Plugboard.Release do
       end)
   end
 
-  defp cli!(cli, args, release, targets) do
+  defp cli!(cli, args, release, targets, root) do
     unless File.exists?(cli), do: Mix.raise("plugboard: the CLI #{cli} is missing from release #{release.name}")
     # From the project root: the relative program paths of precompile: are named so in the manifest.
-    {output, status} = System.cmd(cli, args, stderr_to_stdout: true, cd: Path.dirname(Mix.Project.project_file()))
+    {output, status} = System.cmd(cli, args, stderr_to_stdout: true, cd: root)
 
     if status == 0 do
       for line <- String.split(output, "\n", trim: true), do: Mix.shell().info("plugboard: " <> line)
