@@ -54,6 +54,11 @@ defmodule Plugboard.Nx.CompilerTest do
         assert_same(c, fn x -> Nx.bitcast(x, :u32) end, [x])
         z = Nx.tensor([Complex.new(1, 2), Complex.new(-3, 0.5)])
         assert_same(c, fn z -> {Nx.real(z), Nx.imag(z), Nx.conjugate(z), Nx.abs(z), Nx.multiply(z, z)} end, [z])
+        # stablehlo.cbrt refuses complex operands (regression): the principal root, as Nx computes it.
+        w = Nx.tensor([Complex.new(8, 0), Complex.new(-1, 1), Complex.new(0, -27), Complex.new(-8, 0)])
+        assert_same(c, &Nx.cbrt/1, [w])
+        assert_same(c, &Nx.cbrt/1, [Nx.as_type(w, :c128)])
+        assert_same(c, fn z -> Nx.Defn.grad(z, &Nx.sum(Nx.real(Nx.cbrt(&1)))) end, [w])
         u = Nx.tensor([1, 18_446_744_073_709_551_615], type: :u64)
         assert_same(c, fn u -> Nx.subtract(u, 1) end, [u])
       end
@@ -146,6 +151,19 @@ defmodule Plugboard.Nx.CompilerTest do
         assert Nx.to_number(Nx.Stream.done(stream)) == 10.0
       end
 
+      test "calls whose containers differ (a map's keys) compile apart (regression)", %{c: c} do
+        # The cache was keyed by the flattened tensors only: the second map got the first's keys.
+        assert_same(c, &Plugboard.Nx.ScopeFixtures.next_iteration/1, [%{iteration: 0, abc: 1}])
+        assert_same(c, &Plugboard.Nx.ScopeFixtures.next_iteration/1, [%{iteration: 0, xyz: 1}])
+        assert_same(c, &Plugboard.Nx.ScopeFixtures.next_iteration/1, [%{iteration: 0}])
+      end
+
+      test "output_backend: transfers the results (here to Nx.BinaryBackend)", %{c: c} do
+        out = Nx.Defn.jit_apply(fn x -> {Nx.add(x, 1), x} end, [Nx.tensor([1, 2])], compiler: Plugboard.Nx, client: c, output_backend: Nx.BinaryBackend)
+        assert {%Nx.Tensor{data: %Nx.BinaryBackend{}} = a, %Nx.Tensor{data: %Nx.BinaryBackend{}}} = out
+        assert a == Nx.tensor([2, 3])
+      end
+
       test "results stay on the device as Plugboard.Nx.Backend tensors", %{c: c} do
         out = Nx.Defn.jit_apply(fn x -> Nx.add(x, 1) end, [Nx.tensor([1, 2])], compiler: Plugboard.Nx, client: c)
         assert %Plugboard.Nx.Backend{} = out.data
@@ -153,6 +171,11 @@ defmodule Plugboard.Nx.CompilerTest do
         assert Nx.to_flat_list(again) == [6, 9]
       end
     end
+  end
+
+  test "Nx.Serving partitions: max_concurrency copies of the options, one by default" do
+    assert Plugboard.Nx.__partitions_options__(max_concurrency: 3, debug: true) == List.duplicate([max_concurrency: 3, debug: true], 3)
+    assert Plugboard.Nx.__partitions_options__([]) == [[]]
   end
 
   test "to_mlir returns the module for reading" do

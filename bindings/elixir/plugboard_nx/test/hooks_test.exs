@@ -4,7 +4,7 @@ defmodule Plugboard.Nx.HooksTest do
   use ExUnit.Case, async: true
   import ExUnit.CaptureIO
   import Plugboard.Nx.Case
-  alias Plugboard.Nx.HookFixtures
+  alias Plugboard.Nx.{HookFixtures, ScopeFixtures}
 
   for {label, path} <- cpu_plugins() do
     describe "on #{label}" do
@@ -56,6 +56,42 @@ defmodule Plugboard.Nx.HooksTest do
         assert Nx.to_flat_list(t) == [1, 2]
         Nx.Defn.jit_apply(&HookFixtures.hooked_in_cond/1, [Nx.tensor([-1, -2])], compiler: Plugboard.Nx, client: c)
         refute_received {:positive, _}
+      end
+
+      test "an expression a cond's branch shares with the scope runs once, whichever is reached first (regression)", %{c: c} do
+        for {fun, args, expected} <- [
+              {&ScopeFixtures.shared_after_cond/3, [0, 1, 2], 0},
+              {&ScopeFixtures.shared_after_cond/3, [1, 1, 2], 9},
+              {&ScopeFixtures.shared_by_two_conds/3, [0, 4, 5], -81},
+              {&ScopeFixtures.shared_by_two_conds/3, [1, 4, 5], 162}
+            ] do
+          assert Nx.to_number(Nx.Defn.jit_apply(fun, args, compiler: Plugboard.Nx, client: c)) == expected
+          assert_received {:shared, _}
+          refute_received {:shared, _}
+        end
+      end
+
+      test "hooks in branches and loops run in program order with the others: the token goes through (regression)", %{c: c} do
+        # Independent values: only the token orders these hooks, as under the Evaluator.
+        pred = Nx.vectorize(Nx.tensor([0, 1, 0]), :pred)
+        for compiler <- [Nx.Defn.Evaluator, Plugboard.Nx] do
+          Nx.Defn.jit_apply(&ScopeFixtures.ordered_branches/3, [pred, 1, 2], compiler: compiler, client: c)
+          Nx.Defn.jit_apply(&ScopeFixtures.ordered_loop/1, [Nx.tensor(5)], compiler: compiler, client: c)
+        end
+
+        {:messages, messages} = Process.info(self(), :messages)
+        tags = Enum.map(messages, &elem(&1, 0))
+        {evaluator, plugboard} = Enum.split(tags, div(length(tags), 2))
+        assert evaluator == [:then_branch, :else_branch, :before, :body, :body, :after]
+        assert plugboard == evaluator
+      end
+
+      test "a hook sees vectorized tensors devectorized, as under the Evaluator", %{c: c} do
+        x = Nx.vectorize(Nx.tensor([1, 2, 3]), :x)
+        Nx.Defn.jit_apply(&ScopeFixtures.ordered_loop/1, [x], compiler: Plugboard.Nx, client: c)
+        assert_received {:before, before}
+        assert before.vectorized_axes == [] and before.names == [:x]
+        assert Nx.to_flat_list(before) == [1, 2, 3]
       end
     end
   end

@@ -14,14 +14,22 @@ defmodule Plugboard.Nx do
     * `client:` — a `%Plugboard.Client{}` to run on (default: the client the `:plugboard`
       application booted, `Plugboard.client/0`);
     * `target:` — a target name of the booted bundle to boot and use instead;
-    * `debug: true` — print the MLIR module when it is compiled.
+    * `debug: true` — print the MLIR module when it is compiled;
+    * `max_concurrency:` — partitions `Nx.Serving` runs at once on the client (default 1);
+    * `output_backend:` — a backend (`Nx.BinaryBackend`, or `{module, options}`) the results are
+      transferred to, for code that reads them in Elixir (default: they stay on the device).
   """
   @behaviour Nx.Defn.Compiler
   alias Nx.Defn.Composite
   alias Plugboard.Nx.{Backend, Cache, Emitter}
 
   @impl true
-  def __partitions_options__(opts), do: [opts]
+  # Nx.Serving runs one partition per entry, each in its own process. Executions on one client run
+  # concurrently (each on its own thread outside the schedulers), so `max_concurrency:` partitions
+  # share the client, as they share the host with Nx.Defn.Evaluator.
+  def __partitions_options__(opts) do
+    List.duplicate(opts, Keyword.get(opts, :max_concurrency, 1))
+  end
 
   @impl true
   def __to_backend__(opts), do: {Backend, client: client!(opts)}
@@ -33,7 +41,9 @@ defmodule Plugboard.Nx do
   def __compile__(key, vars, fun, opts) do
     client = client!(opts)
     params = Composite.flatten_list(vars)
-    templates = Enum.map(params, &{&1.type, &1.shape, &1.vectorized_axes})
+    # The arguments' whole structure (a map's keys, a tuple's size) and each tensor's type, shape,
+    # names and vectorized axes: two calls share a program only when all of them agree.
+    templates = Enum.map(vars, &Composite.traverse(&1, fn t -> {t.type, t.shape, t.names, t.vectorized_axes} end))
     bound_hooks = opts |> Keyword.get(:hooks, %{}) |> Map.keys() |> Enum.sort()
     cache_key = {client.resource, key, templates, bound_hooks, Keyword.take(opts, [:debug])}
 
@@ -47,6 +57,7 @@ defmodule Plugboard.Nx do
       end)
 
     ordered = hook_callbacks(hooks, Keyword.get(opts, :hooks, %{}))
+    output_backend = opts[:output_backend]
 
     fn args_list ->
       for args <- args_list do
@@ -57,13 +68,16 @@ defmodule Plugboard.Nx do
 
         {result, []} =
           Composite.traverse(output, outputs, fn template, [buffer | rest] ->
-            {Backend.from_buffer(template, buffer, client), rest}
+            {template |> Backend.from_buffer(buffer, client) |> transfer(output_backend), rest}
           end)
 
         result
       end
     end
   end
+
+  defp transfer(tensor, nil), do: tensor
+  defp transfer(tensor, backend), do: Nx.backend_transfer(tensor, backend)
 
   @impl true
   def __stream__(key, input, acc, vars, fun, [args], opts) do

@@ -6,10 +6,11 @@
 #   test/nx_suite/run.sh [MIX TEST ARGS...]     (PLUGBOARD_HEX_MIRROR, PLUGBOARD_PREFIX as for mix test;
 #                                                PLUGBOARD_NX_SUITE_LOG=FILE keeps Nx's whole output)
 #
-# Prints Nx's own summary line, then classify.py's account of the failures: results compared as
-# structs (Plugboard.Nx.Backend tensors against Nx.BinaryBackend ones holding the same values) and
-# doctests printing the last digits differently are counted apart; every other failure must be
-# listed in test/nx_suite/expected_failures.txt with its reason, or this script fails.
+# Results are sent to Nx.BinaryBackend (output_backend:), so that the suite's own assertions (== on
+# tensor structs, assert_all_close) judge every value Plugboard.Nx computed. Prints Nx's own summary
+# line, then classify.py's account of the failures: doctests and == assertions differing only in the
+# last digits are counted apart; every other failure must be listed in
+# test/nx_suite/expected_failures.txt with its reason, or this script fails.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 mirror=${PLUGBOARD_HEX_MIRROR:?set PLUGBOARD_HEX_MIRROR to the folder holding nx/, complex/ and telemetry/}
@@ -28,7 +29,7 @@ ebins=$(ls -d "$here"/_build/test/lib/{plugboard,plugboard_nx}/ebin)
   echo '{:ok, _} = Application.ensure_all_started(:plugboard_nx)'
   echo "{:ok, client} = Plugboard.open(\"$plugin\")"
   echo 'Plugboard.Nx.put_default_client(client)'
-  echo 'Nx.Defn.global_default_options(compiler: Plugboard.Nx)'
+  echo 'Nx.Defn.global_default_options(compiler: Plugboard.Nx, output_backend: Nx.BinaryBackend)'
   cat "$work/nx/test/test_helper.exs"
 } > "$work/nx/test/test_helper.exs.new"
 mv "$work/nx/test/test_helper.exs.new" "$work/nx/test/test_helper.exs"

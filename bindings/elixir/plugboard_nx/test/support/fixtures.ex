@@ -84,3 +84,47 @@ defmodule Plugboard.Nx.VectorizedFixtures do
     end
   end
 end
+
+defmodule Plugboard.Nx.ScopeFixtures do
+  @moduledoc false
+  # Expressions shared by a cond's branches and the enclosing scope, and hooks whose order only the
+  # token keeps (no data dependency between them).
+  import Nx.Defn
+
+  defn shared_after_cond(bool, a, b) do
+    res = hook(a + b, :shared, fn t -> send(self(), {:shared, t}) end)
+    picked = if bool, do: res, else: 0
+    picked * res
+  end
+
+  defn shared_by_two_conds(bool, a, b) do
+    res = hook(a + b, :shared, fn t -> send(self(), {:shared, t}) end)
+    left = if bool, do: res, else: -res
+    right = if bool, do: res * 2, else: res
+    left * right
+  end
+
+  defn next_iteration(state) do
+    state = if state.iteration < 4, do: state, else: state
+    %{state | iteration: state.iteration + 1}
+  end
+
+  defn ordered_branches(pred, then, other) do
+    cond do
+      pred -> hook(then, :then_branch, fn t -> send(self(), {:then_branch, t}) end)
+      true -> hook(other, :else_branch, fn t -> send(self(), {:else_branch, t}) end)
+    end
+  end
+
+  defn ordered_loop(x) do
+    a = hook(x, :before, fn t -> send(self(), {:before, t}) end)
+
+    {_, n} =
+      while {i = 0, n = x}, i < 2 do
+        {i + 1, hook(n + 1, :body, fn t -> send(self(), {:body, t}) end)}
+      end
+
+    b = hook(x * 10, :after, fn t -> send(self(), {:after, t}) end)
+    {a, n, b}
+  end
+end

@@ -41,6 +41,9 @@ defmodule Plugboard.Nx.Case do
   end
 
   def assert_containers(actual, expected, opts) do
+    # The same container (a map's keys, a tuple's size), then the same leaves.
+    shape_of = &Nx.Defn.Composite.traverse(&1, fn _ -> :leaf end)
+    assert shape_of.(actual) == shape_of.(expected)
     a = Nx.Defn.Composite.flatten_list([actual])
     e = Nx.Defn.Composite.flatten_list([expected])
     assert length(a) == length(e)

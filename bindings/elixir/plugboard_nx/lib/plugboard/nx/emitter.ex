@@ -8,12 +8,12 @@ defmodule Plugboard.Nx.Emitter do
   is emitted once per scope), tuples and control flow (`cond`, `while`, `optional`, region
   functions); `Plugboard.Nx.Ops` lowers each Nx operation family.
   """
-  alias Nx.Defn.{Composite, Expr}
+  alias Nx.Defn.{Composite, Expr, Tree}
   alias Nx.Tensor, as: T
   alias Plugboard.Nx.{MLIR, Ops}
 
   defstruct lines: [], next: 0, memo: %{}, params: %{}, depth: 1, used: MapSet.new(),
-            token: nil, hooks: [], overridden: MapSet.new()
+            token: nil, hooks: [], overridden: MapSet.new(), scope: %{}
 
   @type value :: String.t() | [String.t()]
 
@@ -33,7 +33,8 @@ defmodule Plugboard.Nx.Emitter do
 
     st = %__MODULE__{
       params: Map.new(Enum.with_index(param_names), fn {n, i} -> {i, n} end),
-      overridden: MapSet.new(overridden_hooks)
+      overridden: MapSet.new(overridden_hooks),
+      scope: scope_ids(outputs)
     }
 
     {values, st} = Enum.map_reduce(outputs, st, &emit/2)
@@ -177,7 +178,9 @@ defmodule Plugboard.Nx.Emitter do
       op(st, "stablehlo.custom_call @#{target}(#{Enum.join([token | values], ", ")}) {api_version = 4 : i32, has_side_effect = true} : " <>
         "(#{Enum.join(types, ", ")}) -> !stablehlo.token")
 
-    template = Composite.traverse(expr, &Nx.to_template/1)
+    # The hook sees its tensors devectorized (vectorized axes as named leading axes), as under
+    # Nx.Defn.Evaluator.
+    template = Composite.traverse(expr, &(&1 |> Nx.devectorize() |> Nx.to_template()))
     %{st | token: next, hooks: [{target, name, callback, template} | st.hooks]}
   end
 
@@ -201,25 +204,31 @@ defmodule Plugboard.Nx.Emitter do
   @doc """
   A region: `block_args` are `{name, type_text}`; `fun.(st)` emits the body and returns
   `{values, types, st}` for its `stablehlo.return`. Values made inside are not visible after it,
-  and the parameters it binds are the outer ones again after it.
+  and the parameters it binds are the outer ones again after it. Options: `roots:` the expressions
+  the region computes (a `cond` inside takes what they share from the region), `token:` the token
+  its hooks follow (default: a fresh one, unordered with the hooks outside).
   """
-  def region(st, block_args, fun) do
+  def region(st, block_args, fun, opts \\ []) do
     outer_lines = st.lines
     outer_memo = st.memo
     outer_depth = st.depth
     outer_token = st.token
     outer_params = st.params
-    st = %{st | lines: [], depth: st.depth + 1, token: nil}
+    outer_scope = st.scope
+    st = %{st | lines: [], depth: st.depth + 1, token: opts[:token], scope: scope_ids(Keyword.get(opts, :roots, []))}
     {values, types, st} = fun.(st)
     st = line(st, "stablehlo.return #{Enum.join(values, ", ")} : #{Enum.join(types, ", ")}")
     args = Enum.map_join(block_args, ", ", fn {n, ty} -> "#{n}: #{ty}" end)
     pad = String.duplicate("  ", outer_depth + 1)
     text = ["{\n", pad, "^bb0(", args, "):\n", Enum.reverse(st.lines), pad, "}"]
-    {IO.iodata_to_binary(text), %{st | lines: outer_lines, memo: outer_memo, depth: outer_depth, token: outer_token, params: outer_params}}
+    {IO.iodata_to_binary(text),
+     %{st | lines: outer_lines, memo: outer_memo, depth: outer_depth, token: outer_token, params: outer_params, scope: outer_scope}}
   end
 
   ## Control flow
 
+  # A loop whose condition or body has hooks carries the token in its state, so that they run
+  # after the hooks before the loop and before those after it.
   defp emit_while([initial, arg, condition, body], st) do
     inits = flat(initial)
     params = flat(arg)
@@ -228,35 +237,70 @@ defmodule Plugboard.Nx.Emitter do
     {init_values, st} = Enum.map_reduce(Enum.zip(inits, params), st, fn {i, p}, st -> Ops.operand(i, p, st) end)
     {block, st} = block_args(params, st)
     names = Enum.map(block, &elem(&1, 0))
+    ordered? = has_hooks?([condition | bodies])
+
+    {init_values, types, block, token, st} =
+      if ordered? do
+        {outer, st} = token(st)
+        {name, st} = fresh(st)
+        {init_values ++ [outer], types ++ ["!stablehlo.token"], block ++ [{name, "!stablehlo.token"}], name, st}
+      else
+        {init_values, types, block, nil, st}
+      end
 
     {cond_region, st} =
       region(st, block, fn st ->
         st = bind(st, names)
         {pred, st} = Ops.to_pred(condition, st)
         {[pred], ["tensor<i1>"], st}
-      end)
+      end, roots: [condition], token: token)
 
     {body_region, st} =
       region(st, block, fn st ->
         st = bind(st, names)
         {values, st} = Enum.map_reduce(Enum.zip(bodies, params), st, fn {b, p}, st -> Ops.operand(b, p, st) end)
-        {values, types, st}
-      end)
+        {if(ordered?, do: values ++ [st.token], else: values), types, st}
+      end, roots: bodies, token: token)
 
-    results(st, ~s["stablehlo.while"(#{Enum.join(init_values, ", ")}) (#{cond_region}, #{body_region}) : ] <>
-      "(#{Enum.join(types, ", ")}) -> (#{Enum.join(types, ", ")})", length(types), shape_of(arg))
+    text = ~s["stablehlo.while"(#{Enum.join(init_values, ", ")}) (#{cond_region}, #{body_region}) : ] <>
+      "(#{Enum.join(types, ", ")}) -> (#{Enum.join(types, ", ")})"
+
+    if ordered? do
+      {values, st} = results(st, text, length(types), :tuple)
+      {values, [token]} = Enum.split(values, -1)
+      {if(shape_of(arg) == :single, do: hd(values), else: values), %{st | token: token}}
+    else
+      results(st, text, length(types), shape_of(arg))
+    end
   end
 
+  # What the branches share with the enclosing scope is computed there first, once (as
+  # Nx.Defn.Evaluator caches it), whichever is reached first. Branches with hooks take the token
+  # and give it back as the last result, so that their hooks run in program order.
   defp emit_cond(clauses, last, t, st) do
+    branches = Enum.flat_map(clauses, fn {pred, expr} -> [pred | flat(expr)] end) ++ flat(last)
+    st = Enum.reduce(shared_with_scope(branches, st), st, fn e, st -> elem(emit(e, st), 1) end)
     outs = flat(last)
     types = Enum.map(outs, &type_of/1)
-    {values, st} = emit_clauses(clauses, last, outs, types, st)
+
+    {values, st} =
+      if has_hooks?(branches) do
+        {token, st} = token(st)
+        {values, st} = emit_clauses(clauses, last, outs, types ++ ["!stablehlo.token"], %{st | token: token})
+        {values, [token]} = Enum.split(values, -1)
+        {values, %{st | token: token}}
+      else
+        emit_clauses(clauses, last, outs, types, st)
+      end
+
     {if(match?(%T{type: {:tuple, _}}, t), do: values, else: hd(values)), st}
   end
 
   # if pred_1 then expr_1 else (if pred_2 then expr_2 else ... last), as nested stablehlo.if.
-  defp emit_clauses([], last, outs, _types, st) do
-    Enum.map_reduce(Enum.zip(flat(last), outs), st, fn {e, o}, st -> Ops.operand(e, o, st) end)
+  # `types` ends with the token's when the branches thread it (`st.token` is then set).
+  defp emit_clauses([], last, outs, types, st) do
+    {values, st} = Enum.map_reduce(Enum.zip(flat(last), outs), st, fn {e, o}, st -> Ops.operand(e, o, st) end)
+    {with_token(values, types, st), st}
   end
 
   defp emit_clauses([{pred, expr} | rest], last, outs, types, st) do
@@ -265,14 +309,14 @@ defmodule Plugboard.Nx.Emitter do
     {then_region, st} =
       region(st, [], fn st ->
         {values, st} = Enum.map_reduce(Enum.zip(flat(expr), outs), st, fn {e, o}, st -> Ops.operand(e, o, st) end)
-        {values, types, st}
-      end)
+        {with_token(values, types, st), types, st}
+      end, roots: flat(expr), token: st.token)
 
     {else_region, st} =
       region(st, [], fn st ->
         {values, st} = emit_clauses(rest, last, outs, types, st)
         {values, types, st}
-      end)
+      end, roots: Enum.flat_map(rest, fn {p, e} -> [p | flat(e)] end) ++ flat(last), token: st.token)
 
     {values, st} =
       results(st, ~s["stablehlo.if"(#{p}) (#{then_region}, #{else_region}) : (tensor<i1>) -> ] <>
@@ -280,6 +324,54 @@ defmodule Plugboard.Nx.Emitter do
 
     {List.wrap(values), st}
   end
+
+  defp with_token(values, types, st) do
+    if List.last(types) == "!stablehlo.token", do: values ++ [st.token], else: values
+  end
+
+  ## Scopes
+
+  # The expressions a scope computes itself: those outside the branches of its conds, and those
+  # several of its conds use (Nx's own rule, which Nx.Defn.Evaluator caches by).
+  defp scope_ids(exprs), do: Enum.reduce(exprs, %{}, &Tree.scope_ids/2)
+
+  # The expressions of the scope, not computed yet, that `exprs` (a cond's branches) use.
+  defp shared_with_scope(exprs, st) do
+    {found, _} = Enum.reduce(exprs, {[], MapSet.new()}, &shared_walk(&1, &2, st))
+    Enum.reverse(found)
+  end
+
+  defp shared_walk(%T{data: %Expr{id: id}} = t, {found, seen} = acc, st) do
+    cond do
+      MapSet.member?(seen, id) or Map.has_key?(st.memo, id) -> acc
+      Map.has_key?(st.scope, id) -> {[t | found], MapSet.put(seen, id)}
+      true ->
+        {_, acc} = Tree.apply_args(t, :scope, {found, MapSet.put(seen, id)}, &{&1, shared_walk(&1, &2, st)})
+        acc
+    end
+  end
+
+  defp shared_walk(_, acc, _st), do: acc
+
+  # Whether `exprs` (branches, a loop's condition and body) call a hook.
+  defp has_hooks?(exprs) do
+    {_, found} = Enum.reduce(exprs, {MapSet.new(), false}, &hook_walk/2)
+    found
+  end
+
+  defp hook_walk(_, {_, true} = acc), do: acc
+  defp hook_walk(%T{data: %Expr{op: :token}}, {seen, _}), do: {seen, true}
+
+  defp hook_walk(%T{data: %Expr{id: id}} = t, {seen, false} = acc) do
+    if MapSet.member?(seen, id) do
+      acc
+    else
+      {_, acc} = Tree.apply_args(t, :all, {MapSet.put(seen, id), false}, &{&1, hook_walk(&1, &2)})
+      acc
+    end
+  end
+
+  defp hook_walk(_, acc), do: acc
 
   @doc false
   # A region function (`reduce`, `window_reduce`, `sort` comparators): block arguments for the

@@ -35,7 +35,10 @@ defmodule Plugboard.Nx.LinAlg do
         row_k = Nx.take(u, k, axis: 1)
         pivot = Nx.take(row_k, k, axis: 1) |> Nx.new_axis(1)
         col = Nx.take(u, k, axis: 2)
-        f = Nx.select(rows > k, col / pivot, 0)
+        # A zero pivot (a singular matrix) leaves its column unscaled, as LAPACK's getrf does,
+        # instead of filling the rest with NaN.
+        singular = pivot == 0
+        f = Nx.select(rows > k and not singular, col / Nx.select(singular, 1, pivot), 0)
         e_k = Nx.as_type(rows == k, a.type)
         l = l + Nx.new_axis(f, 2) * Nx.new_axis(e_k, 1)
         u = u - Nx.new_axis(f, 2) * Nx.new_axis(row_k, 1)

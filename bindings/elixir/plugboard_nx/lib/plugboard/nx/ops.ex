@@ -150,6 +150,26 @@ defmodule Plugboard.Nx.Ops do
     erfc: "chlo.erfc", erf_inv: "chlo.erf_inv"
   }
 
+  # stablehlo.cbrt takes real floats only; the principal root of a complex z, as Nx's binary
+  # backend computes it: |z|^(1/3) at the angle arg(z)/3.
+  def emit(:cbrt, %T{type: {:c, _} = type, shape: shape, data: %Expr{args: [a]}} = out, st) do
+    {z, st} = operand(a, out, st)
+    ct = type_of(out)
+    rt = MLIR.tensor(real_of(type), shape)
+    {re, st} = op(st, "stablehlo.real #{z} : (#{ct}) -> #{rt}")
+    {im, st} = op(st, "stablehlo.imag #{z} : (#{ct}) -> #{rt}")
+    {r, st} = op(st, "stablehlo.abs #{z} : (#{ct}) -> #{rt}")
+    {root, st} = op(st, ~s["stablehlo.cbrt"(#{r}) : (#{rt}) -> #{rt}])
+    {angle, st} = op(st, "stablehlo.atan2 #{im}, #{re} : #{rt}")
+    {three, st} = splat(3, real_of(type), shape, st)
+    {third, st} = op(st, "stablehlo.divide #{angle}, #{three} : #{rt}")
+    {c, st} = op(st, ~s["stablehlo.cosine"(#{third}) : (#{rt}) -> #{rt}])
+    {s, st} = op(st, ~s["stablehlo.sine"(#{third}) : (#{rt}) -> #{rt}])
+    {x, st} = op(st, "stablehlo.multiply #{root}, #{c} : #{rt}")
+    {y, st} = op(st, "stablehlo.multiply #{root}, #{s} : #{rt}")
+    op(st, "stablehlo.complex #{x}, #{y} : #{ct}")
+  end
+
   def emit(op, %T{data: %Expr{args: [a]}} = out, st) when is_map_key(@unary, op) do
     {x, st} = operand(a, out, st)
     t = type_of(out)
