@@ -3,6 +3,7 @@
 // bundle's precompiled programs (used without compiling, refused when tampered with).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "compile_cache/cached_compile.h"
 #include "compile_cache/description_text.h"
 #include "compile_cache/entry.h"
+#include "compile_cache/plugin_fingerprint.h"
 #include "test_env.h"
 
 namespace plugboard {
@@ -182,6 +184,43 @@ TEST_P(CompileCacheTest, EachKeyPartChangesTheKey) {
   auto other_platform = *target;
   other_platform.platform_name = "cuda";
   EXPECT_NE(compile_cache::cache_key(other_platform, options, kAdd), base);
+}
+
+// Regression: another process assembling a bundle hard-links the plugin (tests run in parallel do),
+// which moves the file's ctime; hashing took that for a rewrite and the compile cache went unused.
+TEST(PluginFingerprint, HardLinksMadeWhileAFileIsHashedDoNotCountAsAChange) {
+  ScratchDir dir;
+  const auto file = dir.path() / "plugin.so";
+  {
+    std::ofstream out(file, std::ios::binary);
+    std::string block(1 << 20, 'x');
+    for (int i = 0; i < 64; ++i) out << block;
+  }
+  std::atomic<bool> stop{false};
+  std::thread linker([&] {
+    for (int i = 0; !stop.load(); ++i) {
+      const auto link = dir.path() / ("link" + std::to_string(i % 2));
+      std::error_code ec;
+      std::filesystem::create_hard_link(file, link, ec);
+      std::filesystem::remove(link, ec);
+    }
+  });
+  std::string first;
+  for (int i = 0; i < 5; ++i) {
+    auto hashed = compile_cache::hash_file(file);
+    ASSERT_TRUE(hashed) << hashed.error().to_string();
+    if (i == 0) first = hashed->sha256;
+    EXPECT_EQ(hashed->sha256, first);
+  }
+  stop = true;
+  linker.join();
+  // A rewrite still counts: same size, new mtime.
+  auto before = file_identity(file);
+  ASSERT_TRUE(before);
+  std::filesystem::last_write_time(file, std::filesystem::last_write_time(file) + std::chrono::seconds(5));
+  auto after = file_identity(file);
+  ASSERT_TRUE(after);
+  EXPECT_FALSE(same_contents(*before, *after));
 }
 
 TEST(CompileCacheAcrossPlugins, AnEntryMadeByOnePluginIsNeverUsedByAnother) {

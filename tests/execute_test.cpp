@@ -207,6 +207,42 @@ module @donate attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 
   EXPECT_TRUE(c.valid());
 }
 
+TEST_P(ExecuteTest, ExecuteIntoReusesTheCallersOutputsAndFeedsThemBack) {
+  auto exe = compile_text(*client_, testing::kAddF32x4);
+  ASSERT_TRUE(exe);
+  Buffer one = f32_buffer(*client_, {1, 1, 1, 1});
+  Buffer x = f32_buffer(*client_, {0, 1, 2, 3});
+  // Storage holding buffers of another shape and count is resized and rebound.
+  std::vector<Buffer> outputs;
+  outputs.push_back(f32_buffer(*client_, {7, 7}));
+  outputs.push_back(f32_buffer(*client_, {8}));
+  Buffer* first[] = {&x, &one};
+  PB_ASSERT_OK(exe->execute_into(first, outputs));
+  ASSERT_EQ(outputs.size(), 1u);
+  EXPECT_EQ(outputs[0].dims(), Dims({4}));
+  EXPECT_EQ(read_f32(outputs[0]), (std::vector<float>{1, 2, 3, 4}));
+
+  // x <- x + 1 in place: the output is the next call's argument, plain and donated.
+  Buffer* again[] = {&outputs[0], &one};
+  PB_ASSERT_OK(exe->execute_into(again, outputs));
+  ExecuteOptions donate;
+  donate.donate = {0};
+  PB_ASSERT_OK(exe->execute_into(again, outputs, donate));
+  ASSERT_EQ(outputs.size(), 1u);
+  EXPECT_EQ(read_f32(outputs[0]), (std::vector<float>{3, 4, 5, 6}));
+  EXPECT_TRUE(one.valid());
+  EXPECT_EQ(read_f32(x), (std::vector<float>{0, 1, 2, 3}));
+
+  // A refused call leaves no buffer behind (and the arguments as they were).
+  Buffer* wrong[] = {&one};
+  auto refused = exe->execute_into(wrong, outputs);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message().find("takes 2 argument(s), 1 given"), std::string::npos);
+  EXPECT_TRUE(outputs.empty());
+  PB_ASSERT_OK(exe->execute_into(first, outputs));
+  EXPECT_EQ(read_f32(outputs[0]), (std::vector<float>{1, 2, 3, 4}));
+}
+
 TEST_P(ExecuteTest, TwoThreadsExecuteOneExecutableAtOnce) {
   auto exe = compile_text(*client_, testing::kAddF32x4);
   ASSERT_TRUE(exe);

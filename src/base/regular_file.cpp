@@ -31,6 +31,10 @@ FileIdentity file_identity(const struct stat& st) {
                       static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec};
 }
 
+bool same_contents(const FileIdentity& a, const FileIdentity& b) {
+  return a.device == b.device && a.inode == b.inode && a.size == b.size && a.mtime_ns == b.mtime_ns;
+}
+
 Expected<FileIdentity> file_identity(const std::filesystem::path& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return std::unexpected(path_error(errno, "cannot stat", path));

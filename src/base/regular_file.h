@@ -36,6 +36,9 @@ struct FileIdentity {
   bool operator==(const FileIdentity&) const = default;
 };
 FileIdentity file_identity(const struct stat& st);
+// The same file holding the same bytes, as far as stat can tell: device, inode, size and mtime. A
+// ctime that moved alone (a hard link made or removed, a chmod) leaves the contents as they were.
+bool same_contents(const FileIdentity& a, const FileIdentity& b);
 // stat() of a path (following links); NOT_FOUND or the errno's meaning on failure.
 Expected<FileIdentity> file_identity(const std::filesystem::path& path);
 

@@ -16,10 +16,7 @@
 namespace plugboard::compile_cache {
 namespace {
 
-struct Remembered {
-  FileIdentity identity;
-  std::string sha256;
-};
+using Remembered = HashedFile;
 
 // This process's answers, by path (immortal, like the loaded-plugin table).
 struct Memo {
@@ -31,8 +28,9 @@ Memo& memo() {
   return *m;
 }
 
-// Hashes through one descriptor, so the identity recorded is that of the bytes hashed.
-Expected<Remembered> hash_file(const std::filesystem::path& path) {
+}  // namespace
+
+Expected<HashedFile> hash_file(const std::filesystem::path& path) {
   PB_ASSIGN_OR_RETURN(UniqueFd fd, open_regular_file(path));
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0)
@@ -40,12 +38,11 @@ Expected<Remembered> hash_file(const std::filesystem::path& path) {
   const FileIdentity id = file_identity(st);
   PB_ASSIGN_OR_RETURN(std::string sha, sha256_fd(fd.get(), path));
   struct stat after {};
-  if (::fstat(fd.get(), &after) != 0 || !(file_identity(after) == id))
+  // A hard link made meanwhile (another process assembling a bundle) moves only the ctime.
+  if (::fstat(fd.get(), &after) != 0 || !same_contents(file_identity(after), id))
     return make_error(Code::kDataLoss, "plugin " + path.string() + " changed while it was being hashed");
-  return Remembered{id, std::move(sha)};
+  return HashedFile{id, std::move(sha)};
 }
-
-}  // namespace
 
 Expected<std::string> plugin_sha256(const Plugin& plugin) noexcept {
   return no_throw("identifying a plugin", [&]() -> Expected<std::string> {
@@ -54,18 +51,16 @@ Expected<std::string> plugin_sha256(const Plugin& plugin) noexcept {
     // The key must name the build in memory: a file replaced or rewritten since it was loaded
     // (an upgrade under a running process) is not what this process runs. A ctime that moved alone
     // (a hard link, a chmod) is the same content.
-    FileIdentity loaded = plugin.file_identity();
-    loaded.ctime_ns = now.ctime_ns;
-    if (!(loaded == now))
+    if (!same_contents(plugin.file_identity(), now))
       return make_error(Code::kFailedPrecondition, "plugin " + path.string() + " changed since this process loaded it (" +
                                                        describe_identity(plugin.file_identity()) + ", now " +
                                                        describe_identity(now) + ")");
-    if (auto id = verified_identity(path); id && *id == now)
+    if (auto id = verified_identity(path); id && same_contents(*id, now))
       if (auto sha = verified_sha256(path)) return *sha;
     Memo& m = memo();
     {
       std::lock_guard lock(m.mu);
-      if (auto it = m.by_path.find(path); it != m.by_path.end() && it->second.identity == now) return it->second.sha256;
+      if (auto it = m.by_path.find(path); it != m.by_path.end() && same_contents(it->second.identity, now)) return it->second.sha256;
     }
     const std::filesystem::path stamps = default_stamp_dir();
     Remembered found;

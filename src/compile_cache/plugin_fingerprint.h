@@ -2,8 +2,10 @@
 // serialized by one build is only ever loaded by that same build.
 #pragma once
 
+#include <filesystem>
 #include <string>
 
+#include "base/regular_file.h"
 #include "base/status.h"
 #include "plugin/plugin.h"
 
@@ -14,5 +16,13 @@ namespace plugboard::compile_cache {
 // file's current identity, and only then a hash of the file (remembered in a stamp). Each source is
 // used only while the file still has the identity it had when hashed.
 Expected<std::string> plugin_sha256(const Plugin& plugin) noexcept;
+
+// A file's sha256 and the identity of the bytes hashed (both read through one descriptor): DATA_LOSS
+// when the contents changed meanwhile (size or mtime); a ctime that moved alone does not count.
+struct HashedFile {
+  FileIdentity identity;
+  std::string sha256;
+};
+Expected<HashedFile> hash_file(const std::filesystem::path& path);
 
 }  // namespace plugboard::compile_cache

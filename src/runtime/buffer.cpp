@@ -36,6 +36,15 @@ void Buffer::reset() {
   handle_ = nullptr;
 }
 
+void Buffer::rebind(const std::shared_ptr<const Client>& client, PJRT_Buffer* handle, DType dtype, int device_index) {
+  reset();
+  if (client_ != client) client_ = client;
+  handle_ = handle;
+  dtype_ = dtype;
+  device_index_ = device_index;
+  donatable_ = true;
+}
+
 // A buffer's dims were checked when it was made (Client::check_array for transfers, the output check in
 // Executable::execute_async), so the checked products cannot fail here; 0 if they ever did.
 size_t Buffer::element_count() const { return plugboard::element_count(dims_.span()).value_or(0); }

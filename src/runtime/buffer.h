@@ -61,6 +61,9 @@ class Buffer {
         device_index_(device_index) {}
   // Destroys the handle now (also after the plugin consumed the buffer by donation).
   void reset();
+  // Releases the handle it holds and takes `handle` (an execution's output) in its place, keeping
+  // the client reference when it is the same client: reusing a Buffer costs no reference count.
+  void rebind(const std::shared_ptr<const Client>& client, PJRT_Buffer* handle, DType dtype, int device_index);
 
   std::shared_ptr<const Client> client_;
   PJRT_Buffer* handle_ = nullptr;

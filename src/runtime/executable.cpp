@@ -246,61 +246,103 @@ Status Executable::check_args(std::span<Buffer* const> args, const ExecuteOption
   return ok();
 }
 
+Status Executable::launch(std::span<Buffer* const> args, const ExecuteOptions& options, PJRT_Buffer** out_list,
+                          PJRT_Event** complete, ExecuteContext& context) const {
+  PB_RETURN_IF_ERROR(check_args(args, options));
+  const abi::Api& api = client_->plugin().api();
+
+  // Small argument lists live on the stack.
+  constexpr size_t kInline = 16;
+  PJRT_Buffer* arg_inline[kInline];
+  std::vector<PJRT_Buffer*> arg_heap;
+  PJRT_Buffer** arg_list = arg_inline;
+  if (args.size() > kInline) arg_list = (arg_heap.resize(args.size()), arg_heap.data());
+  for (size_t i = 0; i < args.size(); ++i) arg_list[i] = args[i]->raw();
+
+  std::vector<int64_t> non_donatable;
+  auto opts = PB_PJRT_ARGS(PJRT_ExecuteOptions);
+  opts.context = options.context;
+  if (!opts.context && client_->plugin().needs_execute_context()) {  // see Plugin::require_execute_context
+    auto created = ExecuteContext::create(*client_);
+    if (!created) return std::unexpected(std::move(created).error().annotate("executing " + name_));
+    context = std::move(*created);
+    opts.context = context.raw();
+  }
+  if (options.donate.empty() && args.size() <= all_arg_indices_.size()) {
+    opts.non_donatable_input_indices = all_arg_indices_.data();
+    opts.num_non_donatable_input_indices = std::min(all_arg_indices_.size(), args.size());
+  } else {
+    for (size_t i = 0; i < args.size(); ++i)
+      if (options.donate.empty() || std::find(options.donate.begin(), options.donate.end(), static_cast<int>(i)) == options.donate.end())
+        non_donatable.push_back(static_cast<int64_t>(i));
+    opts.non_donatable_input_indices = non_donatable.data();
+    opts.num_non_donatable_input_indices = non_donatable.size();
+  }
+
+  PJRT_Buffer* const* argument_lists[1] = {arg_list};
+  PJRT_Buffer** output_lists[1] = {out_list};
+  auto exec = PB_PJRT_ARGS(PJRT_LoadedExecutable_Execute_Args);
+  exec.executable = loaded_;
+  exec.options = &opts;
+  exec.argument_lists = argument_lists;
+  exec.num_devices = 1;
+  exec.num_args = args.size();
+  exec.output_lists = output_lists;
+  exec.device_complete_events = complete;
+  // A portable program has no device assignment: it is always launched on a named device (device
+  // 0 included). Another program runs where it was compiled for unless a device is asked for.
+  if (portable_ || options.device != 0) exec.execute_device = client_->device_handle(options.device);
+  if (auto st = PB_PJRT_CALL(api, PJRT_LoadedExecutable_Execute, exec); !st)
+    return std::unexpected(std::move(st).error().annotate("executing " + name_));
+  // Donated arguments were consumed by the plugin: their handles only need destroying.
+  for (int d : options.donate) args[static_cast<size_t>(d)]->reset();
+  return ok();
+}
+
+Status Executable::adopt_outputs(PJRT_Buffer* const* out_list, std::span<Buffer> outputs, int device) const {
+  const abi::Api& api = client_->plugin().api();
+  const size_t n_out = outputs.size();
+  // Every output gets an owner first, so that none leaks when a later one's shape is refused.
+  for (size_t i = 0; i < n_out; ++i) outputs[i].rebind(client_, out_list[i], signature_.results[i].dtype, device);
+  for (size_t i = 0; i < n_out; ++i)
+    if (!out_list[i])
+      return std::unexpected(plugin_output::bad_output(api, "PJRT_LoadedExecutable_Execute",
+                                                       "a null buffer for output " + std::to_string(i)));
+  for (size_t i = 0; i < n_out; ++i) {
+    if (i < signature_.results_dynamic.size() && !signature_.results_dynamic[i]) {
+      outputs[i].dims_ = signature_.results[i].dims;
+      continue;
+    }
+    auto dims = output_dims(api, out_list[i], signature_.results[i], i);
+    if (!dims) return std::unexpected(std::move(dims).error().annotate("executing " + name_));
+    outputs[i].dims_ = std::move(*dims);
+  }
+  return ok();
+}
+
+namespace {
+// Output handle slots: on the stack for small programs.
+class OutputSlots {
+ public:
+  explicit OutputSlots(size_t n) {
+    if (n > kInline) heap_.resize(n);
+  }
+  PJRT_Buffer** data() { return heap_.empty() ? inline_ : heap_.data(); }
+
+ private:
+  static constexpr size_t kInline = 16;
+  PJRT_Buffer* inline_[kInline] = {};
+  std::vector<PJRT_Buffer*> heap_;
+};
+}  // namespace
+
 Expected<Execution> Executable::execute_async(std::span<Buffer* const> args, const ExecuteOptions& options) const noexcept {
   return no_throw("executing", [&]() -> Expected<Execution> {
-    PB_RETURN_IF_ERROR(check_args(args, options));
-    const abi::Api& api = client_->plugin().api();
     const size_t n_out = signature_.results.size();
-
-    // Small argument and output lists live on the stack: the execute path allocates only the
-    // outputs vector.
-    constexpr size_t kInline = 16;
-    PJRT_Buffer* arg_inline[kInline];
-    PJRT_Buffer* out_inline[kInline];
-    std::vector<PJRT_Buffer*> arg_heap, out_heap;
-    PJRT_Buffer** arg_list = arg_inline;
-    PJRT_Buffer** out_list = out_inline;
-    if (args.size() > kInline) arg_list = (arg_heap.resize(args.size()), arg_heap.data());
-    if (n_out > kInline) out_list = (out_heap.resize(n_out), out_heap.data());
-    for (size_t i = 0; i < args.size(); ++i) arg_list[i] = args[i]->raw();
-
-    std::vector<int64_t> non_donatable;
-    auto opts = PB_PJRT_ARGS(PJRT_ExecuteOptions);
-    opts.context = options.context;
-    ExecuteContext empty_context;  // see Plugin::require_execute_context
-    if (!opts.context && client_->plugin().needs_execute_context()) {
-      auto created = ExecuteContext::create(*client_);
-      if (!created) return std::unexpected(std::move(created).error().annotate("executing " + name_));
-      empty_context = std::move(*created);
-      opts.context = empty_context.raw();
-    }
-    if (options.donate.empty() && args.size() <= all_arg_indices_.size()) {
-      opts.non_donatable_input_indices = all_arg_indices_.data();
-      opts.num_non_donatable_input_indices = std::min(all_arg_indices_.size(), args.size());
-    } else {
-      for (size_t i = 0; i < args.size(); ++i)
-        if (options.donate.empty() || std::find(options.donate.begin(), options.donate.end(), static_cast<int>(i)) == options.donate.end())
-          non_donatable.push_back(static_cast<int64_t>(i));
-      opts.non_donatable_input_indices = non_donatable.data();
-      opts.num_non_donatable_input_indices = non_donatable.size();
-    }
-
-    PJRT_Buffer* const* argument_lists[1] = {arg_list};
-    PJRT_Buffer** output_lists[1] = {out_list};
+    OutputSlots slots(n_out);
     PJRT_Event* complete[1] = {nullptr};
-    auto exec = PB_PJRT_ARGS(PJRT_LoadedExecutable_Execute_Args);
-    exec.executable = loaded_;
-    exec.options = &opts;
-    exec.argument_lists = argument_lists;
-    exec.num_devices = 1;
-    exec.num_args = args.size();
-    exec.output_lists = output_lists;
-    exec.device_complete_events = complete;
-    // A portable program has no device assignment: it is always launched on a named device (device
-    // 0 included). Another program runs where it was compiled for unless a device is asked for.
-    if (portable_ || options.device != 0) exec.execute_device = client_->device_handle(options.device);
-    if (auto st = PB_PJRT_CALL(api, PJRT_LoadedExecutable_Execute, exec); !st)
-      return std::unexpected(std::move(st).error().annotate("executing " + name_));
+    ExecuteContext empty_context;
+    PB_RETURN_IF_ERROR(launch(args, options, slots.data(), complete, empty_context));
 
     Execution result;
     result.done = Event(client_, complete[0]);
@@ -309,35 +351,48 @@ Expected<Execution> Executable::execute_async(std::span<Buffer* const> args, con
       auto keep = std::make_shared<ExecuteContext>(std::move(empty_context));
       if (!result.done.on_ready([keep](Status) mutable { keep.reset(); })) (void)result.done.await();
     }
-    // Donated arguments were consumed by the plugin: their handles only need destroying.
-    for (int d : options.donate) args[static_cast<size_t>(d)]->reset();
-    // Every output gets an owner first, so that none leaks when a later one's shape is refused.
-    result.outputs.reserve(n_out);
-    for (size_t i = 0; i < n_out; ++i)
-      result.outputs.push_back(Buffer(client_, out_list[i], signature_.results[i].dtype, Dims(), options.device));
-    for (size_t i = 0; i < n_out; ++i)
-      if (!out_list[i])
-        return std::unexpected(plugin_output::bad_output(api, "PJRT_LoadedExecutable_Execute",
-                                                         "a null buffer for output " + std::to_string(i)));
-    for (size_t i = 0; i < n_out; ++i) {
-      if (i < signature_.results_dynamic.size() && !signature_.results_dynamic[i]) {
-        result.outputs[i].dims_ = signature_.results[i].dims;
-        continue;
-      }
-      auto dims = output_dims(api, out_list[i], signature_.results[i], i);
-      if (!dims) return std::unexpected(std::move(dims).error().annotate("executing " + name_));
-      result.outputs[i].dims_ = std::move(*dims);
-    }
+    result.outputs.resize(n_out);
+    PB_RETURN_IF_ERROR(adopt_outputs(slots.data(), result.outputs, options.device));
     return result;
   });
 }
 
-Expected<std::vector<Buffer>> Executable::execute(std::span<Buffer* const> args, const ExecuteOptions& options) const noexcept {
-  return no_throw("executing", [&]() -> Expected<std::vector<Buffer>> {
-    PB_ASSIGN_OR_RETURN(Execution run, execute_async(args, options));
-    if (auto st = run.done.await(); !st) return std::unexpected(std::move(st).error().annotate("executing " + name_));
-    return std::move(run.outputs);
+Status Executable::execute_into(std::span<Buffer* const> args, std::vector<Buffer>& outputs,
+                                const ExecuteOptions& options) const noexcept {
+  return no_throw("executing", [&]() -> Status {
+    const size_t n_out = signature_.results.size();
+    OutputSlots slots(n_out);
+    PJRT_Event* complete[1] = {nullptr};
+    ExecuteContext empty_context;  // outlives the wait below
+    if (auto st = launch(args, options, slots.data(), complete, empty_context); !st) {
+      outputs.clear();
+      return st;
+    }
+    // The event is awaited and destroyed here: no Event object (and no client reference) is made.
+    Status done = ok();
+    if (complete[0]) {
+      const abi::Api& api = client_->plugin().api();
+      auto await = PB_PJRT_ARGS(PJRT_Event_Await_Args);
+      await.event = complete[0];
+      done = PB_PJRT_CALL(api, PJRT_Event_Await, await);
+      auto destroy = PB_PJRT_ARGS(PJRT_Event_Destroy_Args);
+      destroy.event = complete[0];
+      (void)PB_PJRT_CALL(api, PJRT_Event_Destroy, destroy);
+    }
+    outputs.resize(n_out);
+    Status adopted = adopt_outputs(slots.data(), outputs, options.device);
+    if (!done || !adopted) {
+      outputs.clear();
+      return !done ? std::unexpected(std::move(done).error().annotate("executing " + name_)) : adopted;
+    }
+    return ok();
   });
+}
+
+Expected<std::vector<Buffer>> Executable::execute(std::span<Buffer* const> args, const ExecuteOptions& options) const noexcept {
+  std::vector<Buffer> outputs;
+  PB_RETURN_IF_ERROR(execute_into(args, outputs, options));
+  return outputs;
 }
 
 }  // namespace plugboard

@@ -25,6 +25,7 @@ class Api;
 }
 struct CompileOptions;
 class Program;
+class ExecuteContext;
 namespace internal {
 Status describe(const abi::Api& api, Executable& exe, const std::string& doing);
 Expected<std::shared_ptr<Executable>> adopt_loaded(std::shared_ptr<const Client> client, PJRT_LoadedExecutable* loaded,
@@ -103,6 +104,12 @@ class Executable : public std::enable_shared_from_this<Executable> {
   // buffer's (PJRT_Buffer_Dimensions): for an output with a dynamic dimension, the size this execution
   // gave it (PJRT_Buffer_UnpaddedDimensions), which waits until that output is computed.
   Expected<Execution> execute_async(std::span<Buffer* const> args, const ExecuteOptions& options = {}) const noexcept;
+  // execute() into caller-owned storage: `outputs` is resized to num_outputs() and its Buffers take
+  // this execution's outputs (the ones they held are released first). Reused across calls, it makes
+  // the execute path allocate nothing and touch no reference count: the loop to use at the speed of
+  // the raw C API. On an error, `outputs` holds no buffer.
+  Status execute_into(std::span<Buffer* const> args, std::vector<Buffer>& outputs,
+                      const ExecuteOptions& options = {}) const noexcept;
 
   // The executable as bytes the same plugin build can load again (Client::load_serialized):
   // PJRT_Executable_Serialize. UNIMPLEMENTED (the plugin's error) where the plugin cannot.
@@ -118,6 +125,12 @@ class Executable : public std::enable_shared_from_this<Executable> {
   friend Status internal::describe(const abi::Api&, Executable&, const std::string&);
   Executable() = default;
   Status check_args(std::span<Buffer* const> args, const ExecuteOptions& options) const;
+  // PJRT_LoadedExecutable_Execute of checked arguments; `out_list` (num_outputs() slots) receives the
+  // outputs, `complete` the event, `context` an empty execute context when the plugin needs one.
+  Status launch(std::span<Buffer* const> args, const ExecuteOptions& options, PJRT_Buffer** out_list,
+                PJRT_Event** complete, ExecuteContext& context) const;
+  // Gives the launched outputs owners (`outputs`, num_outputs() of them) and their dims.
+  Status adopt_outputs(PJRT_Buffer* const* out_list, std::span<Buffer> outputs, int device) const;
 
   std::shared_ptr<const Client> client_;
   PJRT_LoadedExecutable* loaded_ = nullptr;

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Instructions per dispatch (callgrind), beside the wall time scripts/bench.sh measures: the machine's
+# run-to-run spread is larger than the gap between plugboard and the raw C API. Runs plugboard_bench
+# --only dispatch under valgrind's callgrind (each loop counted alone: bench/instruction_count.h) and
+# prints, per plugin and program, the raw C API's instructions per iteration and plugboard's extra.
+#
+#   scripts/bench_instructions.sh [--plugin PATH]...      (needs valgrind: apt-get install valgrind)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build_dir=${BUILD_DIR:-$root/build}
+command -v valgrind > /dev/null || { echo "bench_instructions: valgrind is not installed (apt-get install valgrind)" >&2; exit 1; }
+"$root/scripts/bench.sh" --only dispatch --quick "$@" > /dev/null  # builds plugboard_bench (with valgrind's header)
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+plugins=("$@")
+if [ ${#plugins[@]} -eq 0 ]; then
+  deps=${PLUGBOARD_DEPS_DIR:-$HOME/.cache/plugboard/deps}/files
+  plugins=(--plugin "$deps/xla_cpu_081/xla_cpu_pjrt.so" --plugin "$deps/xla_cpu_106/libpjrt_cpu.so"
+           --plugin "$deps/xla_cpu_115/pjrt_c_api_cpu_plugin.so")
+fi
+i=0
+while [ $i -lt ${#plugins[@]} ]; do
+  flag=${plugins[$i]}; path=${plugins[$((i + 1))]}; i=$((i + 2))
+  mkdir -p "$out/$i"
+  valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file="$out/$i/cg.%p" \
+    "$build_dir/bench/plugboard_bench" --only dispatch "$flag" "$path" > /dev/null 2> "$out/$i/log" ||
+    { tail -n 20 "$out/$i/log"; exit 1; }
+  echo "== $path"
+  python3 - "$out/$i" <<'PY'
+import glob, re, sys
+counts = {}
+for f in glob.glob(sys.argv[1] + "/cg.*"):
+    text = open(f, errors="replace").read()
+    name = re.search(r"^desc: Trigger: Client Request: (.*)$", text, re.M)
+    total = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
+    if name and total:
+        program, variant = name.group(1).removeprefix("dispatch ").split(" | ")
+        counts.setdefault(program, {})[variant] = int(total.group(1)) / 2000  # kCountedIterations
+print(f"   {'program':20} {'raw C API':>12} {'execute':>18} {'execute_into':>18}   (instructions per iteration)")
+for program, v in counts.items():
+    raw = v["raw"]
+    cells = [f"{v[k]:.0f} (+{v[k] - raw:.0f})" for k in ("execute", "execute_into")]
+    print(f"   {program:20} {raw:12.0f} {cells[0]:>18} {cells[1]:>18}")
+PY
+done
