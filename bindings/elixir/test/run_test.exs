@@ -38,9 +38,13 @@ defmodule Plugboard.RunTest do
       end
 
       test "the persistent compile cache: compiled, then a hit; compile_cache: false compiles", %{client: c} do
-        # A program no other test compiles (its constant is unique to this run), in this VM's cache folder.
+        # A program never compiled before, by any run: the persistent cache folder outlives this VM
+        # (the suite runs again under ASan), and unique_integer starts over in each VM, so the text
+        # also carries random bytes (a comment: part of the cache key, not of the program).
         k = System.unique_integer([:positive])
+        nonce = Base.encode16(:crypto.strong_rand_bytes(8))
         program = """
+        // #{nonce}
         func.func public @main(%x: tensor<4xf32>) -> tensor<4xf32> {
           %k = stablehlo.constant dense<#{k}.0> : tensor<4xf32>
           %0 = stablehlo.add %x, %k : tensor<4xf32>
