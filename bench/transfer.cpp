@@ -1,6 +1,8 @@
 // Host <-> device transfer of one 64 MiB f32 array, against memcpy into already-touched memory.
 //   host->device copy:  raw PJRT_Client_BufferFromHostBuffer (kImmutableOnlyDuringCall) vs
 //                       Client::buffer_from_host; both await the buffer's ready event and destroy it.
+//   host->device pooled: Client::buffer_from_host_pooled (memcpy into a warm block of the client's
+//                       pool, which the device buffer then aliases) vs the same raw copy.
 //   host->device adopt: raw kMutableZeroCopy vs Client::buffer_from_host_adopt on 64-byte-aligned
 //                       memory (no copy on CPU: the figure is the per-buffer overhead, shown as an
 //                       "effective" bandwidth).
@@ -91,6 +93,11 @@ Table bench_transfer(Context& ctx) {
     ok_or_throw(value_or_throw(b.ready_event(), "ready_event").await(), "await");
     return b;
   };
+  auto pb_pooled = [&] {
+    Buffer b = value_or_throw(ctx.client->buffer_from_host_pooled(src_span, DType::kF32, dims_span), "buffer_from_host_pooled");
+    ok_or_throw(value_or_throw(b.ready_event(), "ready_event").await(), "await");
+    return b;
+  };
   auto pb_adopt = [&] {
     // The bench owns the memory: a no-op deleter (a user would hand over real ownership).
     std::shared_ptr<const void> keep(static_cast<const void*>(src.p), [](const void*) {});
@@ -111,6 +118,8 @@ Table bench_transfer(Context& ctx) {
   verify("Buffer::to_host");
   ok_or_throw(pb_adopt().to_host(dst_span), "to_host");
   verify("buffer_from_host_adopt + to_host");
+  ok_or_throw(pb_pooled().to_host(dst_span), "to_host");
+  verify("buffer_from_host_pooled + to_host");
   {
     PJRT_Buffer* b = raw_h2d_copy();
     raw_d2h(b);
@@ -120,7 +129,7 @@ Table bench_transfer(Context& ctx) {
 
   enum V {
     kMemcpy, kRawH2D, kPbH2D, kRawZero, kPbAdopt, kRawD2H, kPbD2H,
-    kMemcpy2, kRawRt, kPbRt, kRawRtZero, kPbRtAdopt, kFresh, kCount
+    kMemcpy2, kRawRt, kPbRt, kRawRtZero, kPbRtAdopt, kFresh, kPbPooled, kPbRtPooled, kCount
   };
   std::vector<Batch> variants(kCount);
   variants[kMemcpy] = batch([&] {
@@ -131,6 +140,8 @@ Table bench_transfer(Context& ctx) {
   variants[kPbH2D] = batch([&] { (void)pb_copy(); });
   variants[kRawZero] = batch([&] { raw_zero_copy(false); });
   variants[kPbAdopt] = batch([&] { (void)pb_adopt(); });
+  variants[kPbPooled] = batch([&] { (void)pb_pooled(); });
+  variants[kPbRtPooled] = batch([&] { ok_or_throw(pb_pooled().to_host(dst_span), "to_host"); });
   variants[kRawD2H] = batch([&] { raw_d2h(device.raw()); });
   variants[kPbD2H] = batch([&] { ok_or_throw(device.to_host(dst_span), "to_host"); });
   // The floor for any copy into memory allocated per transfer: malloc + first touch + free.
@@ -183,15 +194,18 @@ Table bench_transfer(Context& ctx) {
                         fmt("%.1f%%", spread_pct(t[raw])), fmt("%.1f%%", spread_pct(t[pb]))});
   };
   row("host->device copy", kMemcpy, kRawH2D, kPbH2D, true);
+  row("host->device pooled copy", kMemcpy, kRawH2D, kPbPooled, true);
   row("host->device adopt (zero-copy)", kMemcpy, kRawZero, kPbAdopt, true);
   row("device->host", kMemcpy, kRawD2H, kPbD2H, true);
   row("round trip, copy + to_host", kMemcpy2, kRawRt, kPbRt, true);
+  row("round trip, pooled + to_host", kMemcpy2, kRawRt, kPbRtPooled, true);
   row("round trip, adopt + to_host", kMemcpy2, kRawRtZero, kPbRtAdopt, true);
   tab.notes.push_back(fmt("memcpy: into touched memory, %.2f GB/s one way (round-trip rows: two memcpys, %.2f GB/s)",
                           gbps(kMemcpy), gbps(kMemcpy2)));
   tab.notes.push_back(fmt("memcpy into freshly allocated memory (aligned_alloc + memcpy + free): %.2f GB/s, "
                           "%.3fx of memcpy: the floor for a copy into a new device buffer",
                           gbps(kFresh), bw_ratio(kFresh, kMemcpy)));
+  tab.notes.push_back("pooled rows: plugboard's buffer_from_host_pooled against the raw copy (kImmutableOnlyDuringCall)");
   tab.notes.push_back(fmt("adopt per buffer: raw zero-copy %.1f us, plugboard %.1f us (no bytes move on CPU)",
                           median(t[kRawZero]) * 1e6, median(t[kPbAdopt]) * 1e6));
   tab.notes.push_back(fmt("%d reps, interleaved; GB/s = 64 MiB (%.4f GB) / median time of one transfer; ratios: median "

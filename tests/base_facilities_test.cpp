@@ -1,5 +1,5 @@
 // The small facilities of src/base that every layer shares instead of writing its own: hex text, the
-// errno mapping, the pread loop, the stage clock, atomic files and subprocesses.
+// errno mapping, the pread loop, the stage clock, atomic files, subprocesses and the host block pool.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cstring>
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/host_block_pool.h"
 #include "base/atomic_file.h"
 #include "base/clock.h"
 #include "base/errno_error.h"
@@ -249,6 +251,67 @@ TEST(Subprocess, ReadingOutputStopsAtTheDeadline) {
   EXPECT_FALSE(child->read_output_until(Clock::now() + std::chrono::milliseconds(300), output));
   EXPECT_EQ(output, "started\n");
   // Destroyed without a reap: the destructor kills the group and reaps the child, without waiting 60 s.
+}
+
+TEST(HostBlockPool, BlocksArePageAlignedWarmAndReusedForTheSameSize) {
+  HostBlockPool pool;
+  std::byte* first = nullptr;
+  {
+    auto block = pool.acquire(10'000);
+    ASSERT_TRUE(block) << block.error().to_string();
+    first = block->get();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % 64, 0u);
+    EXPECT_GE(HostBlockPool::block_size(10'000), 10'000u);
+    std::memset(first, 0x5a, 10'000);  // writable, every byte
+    EXPECT_EQ(pool.stats().blocks_in_use, 1u);
+  }
+  EXPECT_EQ(pool.stats().blocks_in_use, 0u);
+  EXPECT_EQ(pool.stats().bytes_kept, HostBlockPool::block_size(10'000));
+  auto again = pool.acquire(9'000);  // the same page-rounded size: the same block
+  ASSERT_TRUE(again) << again.error().to_string();
+  EXPECT_EQ(again->get(), first);
+  EXPECT_EQ(pool.stats().reuses, 1u);
+  auto other = pool.acquire(1 << 20);  // another size: a new block
+  ASSERT_TRUE(other) << other.error().to_string();
+  EXPECT_NE(other->get(), first);
+  EXPECT_EQ(pool.stats().blocks_mapped, 2u);
+}
+
+TEST(HostBlockPool, KeepsNoMoreThanItsLimitAndBlocksMayOutliveThePool) {
+  const size_t block = HostBlockPool::block_size(1 << 20);
+  std::shared_ptr<std::byte> survivor;
+  {
+    HostBlockPool pool(block);  // room for one idle block
+    auto a = pool.acquire(1 << 20), b = pool.acquire(1 << 20);
+    ASSERT_TRUE(a) << a.error().to_string();
+    ASSERT_TRUE(b) << b.error().to_string();
+    a->reset();
+    b->reset();
+    EXPECT_EQ(pool.stats().bytes_kept, block);
+    EXPECT_EQ(pool.stats().blocks_mapped, 1u);  // the second was unmapped
+    auto c = pool.acquire(1 << 20);
+    ASSERT_TRUE(c) << c.error().to_string();
+    survivor = *c;
+  }
+  survivor.get()[0] = std::byte{1};  // still mapped after the pool is gone
+  survivor.reset();                  // and unmapped now (ASan and the kernel would tell otherwise)
+}
+
+TEST(HostBlockPool, ThreadsAcquireAndGiveBackAtOnce) {
+  HostBlockPool pool(size_t{8} << 20);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&pool, t] {
+      for (int i = 0; i < 200; ++i) {
+        auto block = pool.acquire(size_t{4096} * (1 + (i + t) % 3));
+        ASSERT_TRUE(block);
+        block->get()[0] = std::byte{static_cast<unsigned char>(i)};
+      }
+    });
+  for (auto& th : threads) th.join();
+  const auto stats = pool.stats();
+  EXPECT_EQ(stats.blocks_in_use, 0u);
+  EXPECT_GT(stats.reuses, 0u);
 }
 
 }  // namespace

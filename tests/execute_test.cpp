@@ -1,6 +1,7 @@
 // Compiling and executing on the real CPU plugins: signatures, argument checks, donation, threads,
 // StableHLO versions, compile options.
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -241,6 +242,60 @@ TEST_P(ExecuteTest, ExecuteIntoReusesTheCallersOutputsAndFeedsThemBack) {
   EXPECT_TRUE(outputs.empty());
   PB_ASSERT_OK(exe->execute_into(first, outputs));
   EXPECT_EQ(read_f32(outputs[0]), (std::vector<float>{1, 2, 3, 4}));
+}
+
+// Copies through the client's warm host blocks: the device buffer aliases a pool block, which must
+// not go back to the pool (and be handed out again) while anything still reads it, donation included.
+TEST_P(ExecuteTest, PooledCopiesKeepTheirBlockWhileABufferOrADonatedOutputUsesIt) {
+  auto exe = compile_text(*client_, R"mlir(
+module @donate attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%a: tensor<4xf32> {tf.aliasing_output = 0 : i32}, %b: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = stablehlo.add %a, %b : tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+)mlir");
+  ASSERT_TRUE(exe);
+  const HostBlockPool& pool = client_->host_pool();
+  const auto base = pool.stats();
+  std::vector<float> host = {1, 2, 3, 4};
+  std::vector<int64_t> dims = {4};
+  auto a = client_->buffer_from_host_pooled(std::as_bytes(std::span(host)), DType::kF32, dims);
+  PB_ASSERT_OK(a);
+  host = {9, 9, 9, 9};  // a copy: the caller's memory may change at once
+  EXPECT_EQ(read_f32(*a), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_TRUE(a->donatable());
+  EXPECT_EQ(pool.stats().blocks_in_use, base.blocks_in_use + 1);
+
+  Buffer b = f32_buffer(*client_, {10, 20, 30, 40});
+  Buffer* args[] = {&*a, &b};
+  ExecuteOptions donate;
+  donate.donate = {0};
+  std::vector<Buffer> out;
+  PB_ASSERT_OK(exe->execute_into(args, out, donate));
+  EXPECT_FALSE(a->valid());
+  // The output may live in the donated block: the block stays out of the pool, and a second pooled
+  // copy gets another one, leaving the output as it was.
+  auto c = client_->buffer_from_host_pooled(std::as_bytes(std::span(host)), DType::kF32, dims);
+  PB_ASSERT_OK(c);
+  EXPECT_EQ(read_f32(out[0]), (std::vector<float>{11, 22, 33, 44}));
+  EXPECT_EQ(read_f32(*c), (std::vector<float>{9, 9, 9, 9}));
+  *c = Buffer();
+  out.clear();
+  // Both blocks come back once the plugin is done with them (its event, on its own thread).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (pool.stats().blocks_in_use != base.blocks_in_use && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(pool.stats().blocks_in_use, base.blocks_in_use);
+  // And the next copy of that size reuses a warm one.
+  auto d = client_->buffer_from_host_pooled(std::as_bytes(std::span(host)), DType::kF32, dims);
+  PB_ASSERT_OK(d);
+  EXPECT_GT(pool.stats().reuses, base.reuses);
+
+  // Bad input is refused before any copy, naming the shape.
+  auto wrong = client_->buffer_from_host_pooled(std::as_bytes(std::span(host)), DType::kF32, std::vector<int64_t>{5});
+  ASSERT_FALSE(wrong);
+  EXPECT_NE(wrong.error().message().find("f32[5] needs 20 bytes, 16 given"), std::string::npos) << wrong.error().to_string();
 }
 
 TEST_P(ExecuteTest, TwoThreadsExecuteOneExecutableAtOnce) {

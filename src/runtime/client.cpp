@@ -1,3 +1,4 @@
+#include <cstring>
 #include "runtime/client.h"
 
 #include <cstdlib>
@@ -135,6 +136,19 @@ Expected<Buffer> Client::buffer_from_host(std::span<const std::byte> data, DType
     // With kImmutableOnlyDuringCall the plugin is done with `data` on return; the event is only freed.
     Event done;
     return transfer(data, dtype, dims, device_index, PJRT_HostBufferSemantics_kImmutableOnlyDuringCall, done);
+  });
+}
+
+Expected<Buffer> Client::buffer_from_host_pooled(std::span<const std::byte> data, DType dtype, std::span<const int64_t> dims,
+                                                 int device_index) const noexcept {
+  return no_throw("copying to the device through warm host memory", [&]() -> Expected<Buffer> {
+    const platforms::PlatformTraits* platform = platforms::platform_for_client(platform_name_);
+    if (!platform || !platform->buffers_in_host_memory) return buffer_from_host(data, dtype, dims, device_index);
+    PB_RETURN_IF_ERROR(check_array(data.size(), dtype, dims, device_index));
+    PB_ASSIGN_OR_RETURN(std::shared_ptr<std::byte> block, host_pool_->acquire(data.size()));
+    if (!data.empty()) std::memcpy(block.get(), data.data(), data.size());
+    const std::span<const std::byte> copied(block.get(), data.size());
+    return buffer_from_host_adopt(copied, std::move(block), HostMemory::kMutable, dtype, dims, device_index);
   });
 }
 

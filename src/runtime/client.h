@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/dtype.h"
+#include "base/host_block_pool.h"
 #include "base/status.h"
 #include "plugin/plugin.h"
 #include "runtime/buffer.h"
@@ -84,6 +85,17 @@ class Client : public std::enable_shared_from_this<Client> {
                                           HostMemory memory, DType dtype, std::span<const int64_t> dims,
                                           int device_index = 0) const noexcept;
 
+  // buffer_from_host through warm host memory. On a client whose buffers live in host memory (CPU),
+  // `data` is copied into a block of the client's pool (faulted in once and reused: memcpy speed,
+  // where the plugin's own copy allocates and faults fresh memory each time), which the device
+  // buffer then aliases without a copy; the block goes back to the pool once the plugin is done with
+  // it (the buffer, and any output a donation let alias it, are gone). The buffer may be donated.
+  // Elsewhere it is buffer_from_host. `data` may be reused at once.
+  Expected<Buffer> buffer_from_host_pooled(std::span<const std::byte> data, DType dtype, std::span<const int64_t> dims,
+                                           int device_index = 0) const noexcept;
+  // The pool behind buffer_from_host_pooled (its figures: HostBlockPool::stats).
+  const HostBlockPool& host_pool() const { return *host_pool_; }
+
   // Compiles for this client's plugin. A portable artifact newer than the plugin's StableHLO (or older
   // than its minimum) is refused with both versions named.
   Expected<std::shared_ptr<Executable>> compile(const Program& program,
@@ -115,6 +127,7 @@ class Client : public std::enable_shared_from_this<Client> {
   std::string platform_version_;
   std::vector<DeviceInfo> devices_;
   std::vector<PJRT_Device*> device_handles_;
+  std::unique_ptr<HostBlockPool> host_pool_ = std::make_unique<HostBlockPool>();
 };
 
 }  // namespace plugboard
