@@ -70,6 +70,39 @@ std::string fmt(const char* format, ...) {
   return buf;
 }
 
+std::vector<plugboard::Buffer> device_inputs(Context& ctx, const std::vector<std::vector<int64_t>>& shapes) {
+  using namespace plugboard;
+  std::vector<Buffer> inputs;
+  for (const auto& dims : shapes) {
+    size_t n = 1;
+    for (int64_t d : dims) n *= static_cast<size_t>(d);
+    std::vector<float> host(n, 0.5f);
+    inputs.push_back(value_or_throw(ctx.client->buffer_from_host(std::as_bytes(std::span<const float>(host)), DType::kF32, dims),
+                                    "buffer_from_host"));
+    ok_or_throw(value_or_throw(inputs.back().ready_event(), "ready_event").await(), "await input");
+  }
+  return inputs;
+}
+
+void Table::goal(std::string what, double value, double limit, bool at_most) {
+  goals.push_back({std::move(what), fmt("%s %.2fx", at_most ? "<=" : ">=", limit), fmt("%.3fx", value),
+                   at_most ? value <= limit : value >= limit});
+}
+
+void print_goal_summary(const std::vector<std::pair<std::string, Goal>>& goals, std::FILE* out) {
+  Table t;
+  t.title = "summary: every goal of this run";
+  t.header = {"plugin", "goal", "target", "measured", ""};
+  int met = 0;
+  for (const auto& [plugin, g] : goals) {
+    t.rows.push_back({plugin, g.what, g.target, g.measured, g.met ? "\u2713" : "\u2717"});
+    met += g.met ? 1 : 0;
+  }
+  t.notes.push_back(fmt("%d of %zu goals met in this run (one run on a shared machine: see the README for the "
+                        "three-run figures)", met, goals.size()));
+  t.print(out);
+}
+
 void Table::print(std::FILE* out) const {
   std::vector<size_t> width(header.size(), 0);
   auto widen = [&](const std::vector<std::string>& row) {

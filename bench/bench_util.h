@@ -144,18 +144,38 @@ double spread_pct(const std::vector<double>& v);
 
 std::string fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
+// One goal of the issues' benchmarks, as measured: collected from every table into the summary
+// plugboard_bench prints last.
+struct Goal {
+  std::string what;      // "dispatch add f32[4]: execute_into/raw"
+  std::string target;    // "<= 1.05x"
+  std::string measured;  // "1.031x"
+  bool met = false;
+};
+
 struct Table {
   std::string title;
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> notes;
+  std::vector<Goal> goals;
   void print(std::FILE* out = stdout) const;
+  // Records a ratio goal: met when `value` <= limit (at_most) or >= limit.
+  void goal(std::string what, double value, double limit, bool at_most);
 };
+
+// The summary of every goal, one row each with its plugin, the figure and a check or a cross.
+void print_goal_summary(const std::vector<std::pair<std::string, Goal>>& goals, std::FILE* out = stdout);
+
+// f32 buffers of the given shapes on the client's first device, every element 0.5, ready.
+std::vector<plugboard::Buffer> device_inputs(Context& ctx, const std::vector<std::vector<int64_t>>& shapes);
 
 // The benchmarks; each returns its table or throws.
 Table bench_dispatch(Context& ctx);
 Table bench_transfer(Context& ctx);
 Table bench_compile(Context& ctx);
 Table bench_compile_cache(Context& ctx);
+Table bench_threads(Context& ctx);
+Table bench_program_size(Context& ctx);
 
 }  // namespace pbbench

@@ -49,6 +49,8 @@ Table bench_compile_cache(Context& ctx) {
     const int reps = ctx.opt.quick ? 3 : 9;
     auto t = run_interleaved(variants, {1, 1, 1}, reps);
     const double compile_ms = median(t[0]) * 1e3, raw_ms = median(t[1]) * 1e3, hit_ms = median(t[2]) * 1e3;
+    tab.goal(std::string(name) + ": cache hit / raw DeserializeAndLoad", paired_ratio(t[2], t[1]), 1.2, true);
+    tab.goal(std::string(name) + ": compile / cache hit", paired_ratio(t[0], t[2]), 20, false);
     tab.rows.push_back({name, fmt("%.2f", compile_ms), fmt("%.2f", raw_ms), fmt("%.2f", hit_ms),
                         fmt("%.3fx", paired_ratio(t[2], t[1])), fmt("%.1fx", paired_ratio(t[0], t[2])),
                         fmt("%.0f", std::filesystem::file_size(stored.entry) / 1024.0), fmt("%d", reps)});

@@ -11,6 +11,7 @@
 
 #include "bench_util.h"
 #include "instruction_count.h"
+#include "raw_execution.h"
 
 namespace pbbench {
 namespace {
@@ -48,62 +49,18 @@ Result run_case(Context& ctx, const Case& c) {
   const CompileOptions options;
   auto exe = value_or_throw(ctx.client->compile(program, options), "Client::compile");
   const std::string options_bytes = options.serialize();
-  PJRT_LoadedExecutable* raw_exe = raw_compile(ctx, c.mlir, options_bytes);
-  struct RawExeGuard {
-    const PJRT_Api* api;
-    PJRT_LoadedExecutable* exe;
-    ~RawExeGuard() {
-      try {
-        raw_executable_destroy(api, exe);
-      } catch (...) {
-      }
-    }
-  } raw_guard{api, raw_exe};
+  RawExecutable raw_exe(api, raw_compile(ctx, c.mlir, options_bytes));
 
   // Inputs on the device, ready before timing starts.
-  std::vector<Buffer> inputs;
-  for (const auto& dims : c.arg_dims) {
-    size_t n = 1;
-    for (int64_t d : dims) n *= static_cast<size_t>(d);
-    std::vector<float> host(n, 0.5f);
-    inputs.push_back(value_or_throw(
-        ctx.client->buffer_from_host(std::as_bytes(std::span<const float>(host)), DType::kF32, dims),
-        "buffer_from_host"));
-    ok_or_throw(value_or_throw(inputs.back().ready_event(), "ready_event").await(), "await input");
-  }
+  std::vector<Buffer> inputs = device_inputs(ctx, c.arg_dims);
   const size_t n_args = inputs.size();
   const size_t n_out = exe->num_outputs();
-  if (n_args > 8 || n_out > 8) throw std::runtime_error("dispatch case with more than 8 arguments or outputs");
 
   // ---- baseline: the raw C API loop ----
-  PJRT_Buffer* raw_args[8];
-  int64_t non_donatable[8];
-  for (size_t i = 0; i < n_args; ++i) {
-    raw_args[i] = inputs[i].raw();
-    non_donatable[i] = static_cast<int64_t>(i);
-  }
-  PJRT_Buffer* raw_outs[8];
-  PJRT_Buffer* const* arg_lists[1] = {raw_args};
-  PJRT_Buffer** out_lists[1] = {raw_outs};
-  bool raw_body_keep = false;  // true only for the one checked run: keep the outputs
-  auto raw_body = [&] {
-    RAW_ARGS(PJRT_ExecuteOptions, opts);
-    opts.non_donatable_input_indices = non_donatable;
-    opts.num_non_donatable_input_indices = n_args;
-    PJRT_Event* done[1] = {nullptr};
-    RAW_ARGS(PJRT_LoadedExecutable_Execute_Args, ex);
-    ex.executable = raw_exe;
-    ex.options = &opts;
-    ex.argument_lists = arg_lists;
-    ex.num_devices = 1;
-    ex.num_args = n_args;
-    ex.output_lists = out_lists;
-    ex.device_complete_events = done;
-    raw_check(api, api->PJRT_LoadedExecutable_Execute(&ex), "PJRT_LoadedExecutable_Execute");
-    raw_await_and_destroy(api, done[0], "PJRT_Event_Await");
-    if (!raw_body_keep)
-      for (size_t i = 0; i < n_out; ++i) raw_buffer_destroy(api, raw_outs[i]);
-  };
+  PJRT_Buffer* raw_inputs[RawExecution::kMax];
+  for (size_t i = 0; i < n_args; ++i) raw_inputs[i] = inputs[i].raw();
+  RawExecution raw(api, raw_exe.get(), std::span<PJRT_Buffer* const>(raw_inputs, n_args), n_out);
+  auto raw_body = [&] { raw.run(); };
 
   // ---- plugboard ----
   Buffer* pb_args[8];
@@ -123,21 +80,19 @@ Result run_case(Context& ctx, const Case& c) {
 
   // Check the results once on both sides (every input is 0.5; for add each output element is 1).
   if (c.expect_sum_of_halves) {
-    raw_body_keep = true;
-    raw_body();
-    raw_body_keep = false;
+    raw.run(/*keep=*/true);
     auto outs = value_or_throw(exe->execute(pb_span), "Executable::execute");
     for (int side = 0; side < 2; ++side) {
       std::vector<float> got(4, 0.0f);
       const std::span<std::byte> dst = std::as_writable_bytes(std::span<float>(got));
       if (side == 0) {
         RAW_ARGS(PJRT_Buffer_ToHostBuffer_Args, th);
-        th.src = raw_outs[0];
+        th.src = raw.output(0);
         th.dst = dst.data();
         th.dst_size = dst.size();
         raw_check(api, api->PJRT_Buffer_ToHostBuffer(&th), "PJRT_Buffer_ToHostBuffer");
         raw_await_and_destroy(api, th.event, "ToHostBuffer event");
-        raw_buffer_destroy(api, raw_outs[0]);
+        raw_buffer_destroy(api, raw.output(0));
       } else {
         ok_or_throw(outs[0].to_host(dst), "to_host");
       }
@@ -203,6 +158,7 @@ Table bench_dispatch(Context& ctx) {
                       fmt("%.3fx", r.into_ratio), r.into_ratio <= 1.05 ? "<=1.05 ok" : "<=1.05 MISS",
                       fmt("%.1f%%", r.raw_spread), fmt("%.1f%%", r.pb_spread),
                       fmt("%d x %lld", r.reps, static_cast<long long>(r.iters))});
+    t.goal("dispatch " + c.name + ": execute_into/raw", r.into_ratio, 1.05, true);
   }
   t.notes.push_back("pb/raw, into/raw: median over repetitions of the paired (adjacent-in-time) ratio; spread: interquartile range / median");
   t.notes.push_back("execute returns a fresh vector of outputs; execute_into reuses the caller's (the loop to write for speed)");

@@ -1,6 +1,6 @@
 // plugboard_bench: plugboard against the raw PJRT C API, per plugin, in one run.
 //
-//   plugboard_bench [--plugin PATH]... [--quick] [--cases DIR] [--only dispatch|transfer|compile|cache]...
+//   plugboard_bench [--plugin PATH]... [--quick] [--cases DIR] [--only dispatch|transfer|compile|cache|threads|size]...
 //
 // With no --plugin: the three XLA CPU plugins from the dependency cache, where present.
 #include <algorithm>
@@ -29,7 +29,7 @@ void usage(std::FILE* out) {
                "                 0.106, 0.115 under %s/files)\n"
                "  --quick        fewer and shorter repetitions (under ~15 s for three plugins)\n"
                "  --cases DIR    the conformance cases folder (default %s/cases)\n"
-               "  --only NAME    run only dispatch, transfer, compile or cache (repeatable)\n",
+               "  --only NAME    run only dispatch, transfer, compile, cache, threads or size (repeatable)\n",
                PLUGBOARD_DEPS_DIR, PLUGBOARD_CONFORMANCE_DIR);
 }
 
@@ -75,8 +75,9 @@ int main(int argc, char** argv) {
     }
   }
   for (const auto& o : only)
-    if (o != "dispatch" && o != "transfer" && o != "compile" && o != "cache") {
-      std::fprintf(stderr, "plugboard_bench: --only takes dispatch, transfer, compile or cache, not '%s'\n", o.c_str());
+    if (o != "dispatch" && o != "transfer" && o != "compile" && o != "cache" && o != "threads" && o != "size") {
+      std::fprintf(stderr, "plugboard_bench: --only takes dispatch, transfer, compile, cache, threads or size, not '%s'\n",
+                   o.c_str());
       return 2;
     }
   auto wanted = [&](const char* name) { return only.empty() || std::find(only.begin(), only.end(), name) != only.end(); };
@@ -89,6 +90,7 @@ int main(int argc, char** argv) {
 
   const auto t_start = Clock::now();
   int failures = 0;
+  std::vector<std::pair<std::string, Goal>> goals;
   std::printf("plugboard_bench%s: %zu plugin(s); medians over interleaved repetitions\n\n",
               opt.quick ? " --quick" : "", plugins.size());
   for (const auto& path : plugins) {
@@ -124,13 +126,15 @@ int main(int argc, char** argv) {
       Table (*fn)(Context&);
     };
     for (const Entry& e : {Entry{"dispatch", &bench_dispatch}, Entry{"transfer", &bench_transfer},
-                           Entry{"compile", &bench_compile}, Entry{"cache", &bench_compile_cache}}) {
+                           Entry{"compile", &bench_compile}, Entry{"cache", &bench_compile_cache},
+                           Entry{"threads", &bench_threads}, Entry{"size", &bench_program_size}}) {
       if (!wanted(e.name)) continue;
       try {
         const auto t0 = Clock::now();
         Table table = e.fn(ctx);
         table.notes.push_back(fmt("(%s took %.1f s)", e.name, std::chrono::duration<double>(Clock::now() - t0).count()));
         table.print();
+        for (const Goal& g : table.goals) goals.emplace_back(ctx.label, g);
       } catch (const std::exception& ex) {
         std::printf(" %s: FAILED: %s\n\n", e.name, ex.what());
         ++failures;
@@ -140,6 +144,7 @@ int main(int argc, char** argv) {
     std::printf("   (%s: %.1f s)\n\n", path.filename().c_str(),
                 std::chrono::duration<double>(Clock::now() - t_plugin).count());
   }
+  if (!goals.empty()) print_goal_summary(goals);
   std::printf("total %.1f s%s\n", std::chrono::duration<double>(Clock::now() - t_start).count(),
               failures ? fmt(", %d failure(s)", failures).c_str() : "");
   return failures ? 1 : 0;

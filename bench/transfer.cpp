@@ -195,6 +195,8 @@ Table bench_transfer(Context& ctx) {
   };
   row("host->device copy", kMemcpy, kRawH2D, kPbH2D, true);
   row("host->device pooled copy", kMemcpy, kRawH2D, kPbPooled, true);
+  tab.goal("64 MiB host->device pooled copy / memcpy", bw_ratio(kPbPooled, kMemcpy), 0.9, false);
+  tab.goal("64 MiB device->host / memcpy", bw_ratio(kPbD2H, kMemcpy), 0.9, false);
   row("host->device adopt (zero-copy)", kMemcpy, kRawZero, kPbAdopt, true);
   row("device->host", kMemcpy, kRawD2H, kPbD2H, true);
   row("round trip, copy + to_host", kMemcpy2, kRawRt, kPbRt, true);

@@ -46,6 +46,16 @@ std::string read_file(const std::filesystem::path& p) {
   return s.str();
 }
 
+// The first parameter may alias the output (as jax.jit(donate_argnums=0) lowers it).
+const char kDonatingAdd[] = R"mlir(
+module @donate attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%a: tensor<4xf32> {tf.aliasing_output = 0 : i32}, %b: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = stablehlo.add %a, %b : tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+)mlir";
+
 class ExecuteTest : public ::testing::TestWithParam<RealPlugin> {
  protected:
   void SetUp() override {
@@ -159,15 +169,7 @@ TEST_P(ExecuteTest, MalformedMlirIsAnErrorNamingTheProgram) {
 }
 
 TEST_P(ExecuteTest, DonatedInputIsConsumedOthersStayValid) {
-  // The first parameter may alias the output (as jax.jit(donate_argnums=0) lowers it).
-  auto exe = compile_text(*client_, R"mlir(
-module @donate attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
-  func.func public @main(%a: tensor<4xf32> {tf.aliasing_output = 0 : i32}, %b: tensor<4xf32>) -> tensor<4xf32> {
-    %0 = stablehlo.add %a, %b : tensor<4xf32>
-    return %0 : tensor<4xf32>
-  }
-}
-)mlir");
+  auto exe = compile_text(*client_, kDonatingAdd);
   ASSERT_TRUE(exe);
   Buffer a = f32_buffer(*client_, {1, 2, 3, 4});
   Buffer b = f32_buffer(*client_, {1, 1, 1, 1});
@@ -247,14 +249,7 @@ TEST_P(ExecuteTest, ExecuteIntoReusesTheCallersOutputsAndFeedsThemBack) {
 // Copies through the client's warm host blocks: the device buffer aliases a pool block, which must
 // not go back to the pool (and be handed out again) while anything still reads it, donation included.
 TEST_P(ExecuteTest, PooledCopiesKeepTheirBlockWhileABufferOrADonatedOutputUsesIt) {
-  auto exe = compile_text(*client_, R"mlir(
-module @donate attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
-  func.func public @main(%a: tensor<4xf32> {tf.aliasing_output = 0 : i32}, %b: tensor<4xf32>) -> tensor<4xf32> {
-    %0 = stablehlo.add %a, %b : tensor<4xf32>
-    return %0 : tensor<4xf32>
-  }
-}
-)mlir");
+  auto exe = compile_text(*client_, kDonatingAdd);
   ASSERT_TRUE(exe);
   const HostBlockPool& pool = client_->host_pool();
   const auto base = pool.stats();

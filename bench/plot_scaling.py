@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Draws the scaling tables of plugboard_bench (--only threads --only size) as PNG.
+
+    plot_scaling.py BENCH_OUTPUT OUT_DIR
+
+Writes OUT_DIR/threads.png (executions per second against threads, plugboard and the raw C API,
+per plugin) and OUT_DIR/program_size.png (compile time and dispatch against the number of ops).
+"""
+import re
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+text = open(sys.argv[1], encoding="utf-8", errors="replace").read()
+out = sys.argv[2]
+sections = re.split(r"\n== ", "\n" + text)[1:]
+plugins = {}
+for sec in sections:
+    name = sec.split()[0] + " (" + re.search(r"PJRT (\S+),", sec).group(1) + ")"
+    tables = {}
+    for title, body in re.findall(r"scaling: ([^\n]*)\n[^\n]*\n\s*-+\n((?:\s+\d+\s[^\n]*\n)+)", sec):
+        rows = [line.split() for line in body.strip().splitlines()]
+        tables["threads" if title.startswith("executions") else "size"] = rows
+    plugins[name] = tables
+
+
+def plot_pair(ax, x, raw, pb, i, name, raw_label="raw C API"):
+    """One plugin's two lines: the raw C API dashed, plugboard solid, in the plugin's colour."""
+    ax.plot(x, raw, "--", marker="o", color=f"C{i}", label=f"{name} {raw_label}")
+    ax.plot(x, pb, "-", marker="s", color=f"C{i}", label=f"{name} plugboard")
+
+
+def column(rows, k, kind=float):
+    return [kind(r[k]) for r in rows]
+
+
+fig, ax = plt.subplots(figsize=(7, 4.5))
+for i, (name, t) in enumerate(plugins.items()):
+    if "threads" not in t:
+        continue
+    rows = t["threads"]
+    plot_pair(ax, column(rows, 0, int), column(rows, 1), column(rows, 2), i, name)
+ax.set_xscale("log", base=2)
+ax.set_ylim(bottom=0)
+ax.set_xlabel("threads executing on one client")
+ax.set_ylabel("executions per second (add f32[4])")
+ax.set_title("Throughput vs callers: plugboard (execute_into) and the raw C API")
+ax.legend(fontsize=7)
+ax.grid(True, alpha=0.3)
+fig.tight_layout()
+fig.savefig(f"{out}/threads.png", dpi=110)
+
+fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4.2))
+for i, (name, t) in enumerate(plugins.items()):
+    if "size" not in t:
+        continue
+    rows = t["size"]
+    x = column(rows, 0, int)
+    plot_pair(a1, x, column(rows, 1), column(rows, 2), i, name, "raw")
+    plot_pair(a2, x, column(rows, 4), column(rows, 5), i, name, "raw")
+for a, label in ((a1, "compile time (ms)"), (a2, "execute + await (us)")):
+    a.set_xscale("log")
+    a.set_yscale("log")
+    a.set_xlabel("ops in the program (elementwise chain on f32[64])")
+    a.set_ylabel(label)
+    a.grid(True, alpha=0.3)
+    a.legend(fontsize=7)
+fig.suptitle("Compile and dispatch vs program size")
+fig.tight_layout()
+fig.savefig(f"{out}/program_size.png", dpi=110)
+print(f"wrote {out}/threads.png and {out}/program_size.png")

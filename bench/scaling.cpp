@@ -1,0 +1,148 @@
+// Costs as work grows (issue 16), each against the raw C API in the same run:
+//   threads: executions per second of a tiny add on one client with 1, 2, 4, 8, 16 threads, each
+//            thread with its own output storage (Executable::execute_into) or RawExecution;
+//   program size: compile time and dispatch of a chain of 10, 100, 1,000 elementwise ops.
+// scripts/bench_plots.sh draws both as PNG.
+#include <atomic>
+#include <thread>
+
+#include "bench_util.h"
+#include "raw_execution.h"
+
+namespace pbbench {
+namespace {
+
+const char kAddF32x4[] =
+    "func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {\n"
+    "  %0 = stablehlo.add %a, %b : tensor<4xf32>\n"
+    "  return %0 : tensor<4xf32>\n"
+    "}\n";
+
+// x -> ((x + x) * x - x) max x ... : `n` elementwise ops over f32[64], each reading the last.
+std::string chain_program(int n) {
+  static const char* const kOps[] = {"add", "multiply", "subtract", "maximum"};
+  std::string text = "func.func public @main(%x: tensor<64xf32>) -> tensor<64xf32> {\n";
+  std::string last = "%x";
+  for (int i = 0; i < n; ++i) {
+    const std::string v = "%v" + std::to_string(i);
+    text += "  " + v + " = stablehlo." + kOps[i % 4] + " " + last + ", %x : tensor<64xf32>\n";
+    last = v;
+  }
+  return text + "  return " + last + " : tensor<64xf32>\n}\n";
+}
+
+struct Compiled {
+  std::shared_ptr<plugboard::Executable> exe;
+  std::unique_ptr<RawExecutable> raw;
+};
+
+void compile_both(Context& ctx, const std::string& text, Compiled& out) {
+  using namespace plugboard;
+  const CompileOptions options;
+  const Program program = value_or_throw(Program::from_bytes(text, "scaling.mlir"), "Program::from_bytes");
+  out.exe = value_or_throw(ctx.client->compile(program, options), "Client::compile");
+  out.raw = std::make_unique<RawExecutable>(ctx.api, raw_compile(ctx, text, options.serialize()));
+}
+
+// Executions per second of `threads` threads, each running `make_body(thread)()` until the deadline.
+template <typename MakeBody>
+double executions_per_second(int threads, double seconds, MakeBody make_body) {
+  std::atomic<bool> go{false}, stop{false};
+  std::atomic<int64_t> total{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      auto body = make_body(t);
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      int64_t n = 0;
+      while (!stop.load(std::memory_order_relaxed)) {
+        body();
+        ++n;
+      }
+      total += n;
+    });
+  const auto t0 = std::chrono::steady_clock::now();
+  go.store(true, std::memory_order_release);
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  for (auto& th : pool) th.join();
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return static_cast<double>(total.load()) / elapsed;
+}
+
+}  // namespace
+
+Table bench_threads(Context& ctx) {
+  using namespace plugboard;
+  Compiled add;
+  compile_both(ctx, kAddF32x4, add);
+  std::vector<Buffer> inputs = device_inputs(ctx, {{4}, {4}});
+  Buffer* args[] = {&inputs[0], &inputs[1]};
+  PJRT_Buffer* raw_args[] = {inputs[0].raw(), inputs[1].raw()};
+  const double seconds = ctx.opt.quick ? 0.1 : 0.3;
+  const int reps = ctx.opt.quick ? 1 : 3;
+
+  Table t;
+  t.title = "scaling: executions per second of add f32[4] on one client vs threads";
+  t.header = {"threads", "raw C API /s", "plugboard /s", "pb/raw", "goal"};
+  for (int threads : {1, 2, 4, 8, 16}) {
+    std::vector<double> raw_rates, pb_rates, ratios;
+    for (int r = 0; r < reps; ++r) {  // interleaved: raw, then plugboard
+      raw_rates.push_back(executions_per_second(threads, seconds, [&](int) {
+        return [run = std::make_shared<RawExecution>(ctx.api, add.raw->get(), std::span<PJRT_Buffer* const>(raw_args), 1)] { run->run(); };
+      }));
+      pb_rates.push_back(executions_per_second(threads, seconds, [&](int) {
+        return [&, kept = std::make_shared<std::vector<Buffer>>()] {
+          ok_or_throw(add.exe->execute_into(args, *kept), "execute_into");
+        };
+      }));
+      ratios.push_back(raw_rates.back() / pb_rates.back());  // time ratio pb/raw
+    }
+    const double ratio = median(ratios);
+    t.rows.push_back({std::to_string(threads), fmt("%.0f", median(raw_rates)), fmt("%.0f", median(pb_rates)),
+                      fmt("%.3fx", ratio), ratio <= 1.05 ? "<=1.05 ok" : "<=1.05 MISS"});
+    t.goal(fmt("%d thread(s) on one client: time per execution pb/raw", threads), ratio, 1.05, true);
+  }
+  t.notes.push_back("pb/raw: time per execution, plugboard over raw (raw rate / plugboard rate), median of paired runs");
+  t.notes.push_back("each thread keeps its own outputs (execute_into) or its own RawExecution; one executable, shared inputs");
+  return t;
+}
+
+Table bench_program_size(Context& ctx) {
+  using namespace plugboard;
+  Table t;
+  t.title = "scaling: compile time and dispatch vs program size (a chain of elementwise ops on f32[64])";
+  t.header = {"ops", "compile raw ms", "compile pb ms", "pb/raw", "execute raw us", "execute pb us", "pb/raw"};
+  for (int n : {10, 100, 1000}) {
+    const std::string text = chain_program(n);
+    const CompileOptions options;
+    const std::string options_bytes = options.serialize();
+    const Program program = value_or_throw(Program::from_bytes(text, "chain.mlir"), "Program::from_bytes");
+    std::vector<Batch> compiles = {
+        batch([&] { raw_executable_destroy(ctx.api, raw_compile(ctx, text, options_bytes)); }),
+        batch([&] { (void)value_or_throw(ctx.client->compile(program, options), "Client::compile"); }),
+    };
+    for (auto& c : compiles) c(1);
+    auto ct = run_interleaved(compiles, {1, 1}, ctx.opt.quick ? 2 : 5);
+
+    Compiled chain;
+    compile_both(ctx, text, chain);
+    std::vector<Buffer> inputs = device_inputs(ctx, {{64}});
+    Buffer* args[] = {&inputs[0]};
+    PJRT_Buffer* raw_args[] = {inputs[0].raw()};
+    RawExecution raw(ctx.api, chain.raw->get(), std::span<PJRT_Buffer* const>(raw_args), 1);
+    std::vector<Buffer> kept;
+    std::vector<Batch> runs = {batch([&] { raw.run(); }),
+                               batch([&] { ok_or_throw(chain.exe->execute_into(args, kept), "execute_into"); })};
+    for (auto& r : runs) calibrate(r, 0.02);
+    const int64_t iters = calibrate(runs[0], ctx.opt.quick ? 0.02 : 0.06, 10);
+    auto rt = run_interleaved(runs, {iters, iters}, ctx.opt.quick ? 5 : 11);
+    t.rows.push_back({std::to_string(n), fmt("%.1f", median(ct[0]) * 1e3), fmt("%.1f", median(ct[1]) * 1e3),
+                      fmt("%.3fx", paired_ratio(ct[1], ct[0])), fmt("%.2f", median(rt[0]) * 1e6),
+                      fmt("%.2f", median(rt[1]) * 1e6), fmt("%.3fx", paired_ratio(rt[1], rt[0]))});
+  }
+  t.notes.push_back("pb/raw: median of paired (adjacent-in-time) ratios; compile: Client::compile (signature read too) vs PJRT_Client_Compile");
+  return t;
+}
+
+}  // namespace pbbench
