@@ -1,10 +1,10 @@
-// Boot benchmark: time from process start to a ready client, the full bundle's boot-time choice
-// ({cpu, cuda13, rocm7, fault targets}: probes, stamps, fallback) against loading the CPU plugin alone,
-// measured in the same run. Each sample is a fresh process (this binary, spawned in a child mode),
-// timed from posix_spawn to its exit right after the client is ready. Also: bundle bytes for N targets
-// against N single-target bundles.
+// Boot benchmark: time from process start to a ready client through each bundle's boot-time choice
+// (probes, stamps, fallback past targets that fail) against loading the CPU plugin alone, measured in
+// the same run, sample by sample. Each sample is a fresh process (this binary, spawned in a child
+// mode), timed from posix_spawn to its exit right after the client is ready. Also: bundle bytes for
+// N targets against N single-target bundles.
 //
-//   boot_bench BUNDLE_DIR CPU_PLUGIN [--samples N]
+//   boot_bench CPU_PLUGIN BUNDLE_DIR... [--samples N]
 #include <fcntl.h>
 #include <spawn.h>
 #include <unistd.h>
@@ -69,46 +69,38 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-}  // namespace
+// One bundle's figures: its boot against the plugin alone, paired sample by sample.
+struct BundleRow {
+  std::string dir;
+  size_t targets = 0;
+  double boot_ms = 0, alone_ms = 0, paired_ratio = 0;
+  double together_mib = 0, separate_mib = 0;
+};
 
-int main(int argc, char** argv) {
-  if (argc == 3 && std::strcmp(argv[1], "--child-bundle") == 0) return child_bundle(argv[2]);
-  if (argc == 3 && std::strcmp(argv[1], "--child-plugin") == 0) return child_plugin(argv[2]);
-  if (argc < 3) {
-    std::fprintf(stderr, "usage: boot_bench BUNDLE_DIR CPU_PLUGIN [--samples N]\n");
-    return 2;
-  }
-  const std::string self = "/proc/self/exe";
-  char exe[4096];
-  ssize_t n = readlink(self.c_str(), exe, sizeof exe - 1);
-  exe[n > 0 ? n : 0] = 0;
-  const std::string dir = argv[1], cpu = argv[2];
-  int samples = 15;
-  if (argc == 5 && std::strcmp(argv[3], "--samples") == 0) samples = std::atoi(argv[4]);
-
+bool measure(const std::string& exe, const std::string& dir, const std::string& cpu, int samples, BundleRow& row) {
   auto manifest = bundle::read_manifest(dir);
   if (!manifest) {
     std::fprintf(stderr, "%s\n", manifest.error().to_string().c_str());
-    return 1;
+    return false;
   }
+  row.dir = dir;
+  row.targets = manifest->targets.size();
   // Warm-up: page cache and the verification stamps (the first boot after bundling hashes everything).
   spawn_ms({exe, "--child-bundle", dir});
   spawn_ms({exe, "--child-plugin", cpu});
-  std::vector<double> with_bundle, alone;
-  for (int i = 0; i < samples; ++i) {  // interleaved, so drift hits both alike
+  std::vector<double> with_bundle, alone, ratios;
+  for (int i = 0; i < samples; ++i) {  // interleaved and paired, so drift hits both alike
     with_bundle.push_back(spawn_ms({exe, "--child-bundle", dir}));
     alone.push_back(spawn_ms({exe, "--child-plugin", cpu}));
+    if (with_bundle.back() < 0 || alone.back() < 0) {
+      std::fprintf(stderr, "%s: a child failed to reach a ready client\n", dir.c_str());
+      return false;
+    }
+    ratios.push_back(with_bundle.back() / alone.back());
   }
-  if (std::count(with_bundle.begin(), with_bundle.end(), -1.0) || std::count(alone.begin(), alone.end(), -1.0)) {
-    std::fprintf(stderr, "a child failed to reach a ready client\n");
-    return 1;
-  }
-  const double b = median(with_bundle), a = median(alone);
-  std::printf("process start -> ready client, median of %d fresh processes each\n", samples);
-  std::printf("  %-48s %8.1f ms\n", "CPU plugin alone (load_plugin + Client::create)", a);
-  std::printf("  %-48s %8.1f ms\n", ("bundle boot (" + std::to_string(manifest->targets.size()) + " targets)").c_str(), b);
-  std::printf("  ratio bundle / alone: %.3f  (goal <= 1.10)\n", b / a);
-
+  row.boot_ms = median(with_bundle);
+  row.alone_ms = median(alone);
+  row.paired_ratio = median(ratios);
   // Bytes: the bundle stores each distinct file once; N single-target bundles store one each.
   std::map<std::string, uint64_t> distinct;
   uint64_t separate = 0;
@@ -118,8 +110,48 @@ int main(int argc, char** argv) {
   }
   uint64_t together = 0;
   for (const auto& [sha, size] : distinct) together += size;
-  std::printf("bundle bytes: %zu targets in one bundle %.1f MiB; %zu single-target bundles %.1f MiB; ratio %.3f\n",
-              manifest->targets.size(), together / 1048576.0, manifest->targets.size(), separate / 1048576.0,
-              static_cast<double>(together) / static_cast<double>(separate));
+  row.together_mib = together / 1048576.0;
+  row.separate_mib = separate / 1048576.0;
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--child-bundle") == 0) return child_bundle(argv[2]);
+  if (argc == 3 && std::strcmp(argv[1], "--child-plugin") == 0) return child_plugin(argv[2]);
+  std::vector<std::string> bundles;
+  std::string cpu;
+  int samples = 15;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--samples") == 0 && i + 1 < argc) samples = std::atoi(argv[++i]);
+    else if (cpu.empty()) cpu = argv[i];
+    else bundles.emplace_back(argv[i]);
+  }
+  if (cpu.empty() || bundles.empty() || samples < 1) {
+    std::fprintf(stderr, "usage: boot_bench CPU_PLUGIN BUNDLE_DIR... [--samples N]\n");
+    return 2;
+  }
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  exe[n > 0 ? n : 0] = 0;
+
+  std::vector<BundleRow> rows;
+  for (const auto& dir : bundles) {
+    BundleRow row;
+    if (!measure(exe, dir, cpu, samples, row)) return 1;
+    rows.push_back(row);
+  }
+  std::printf("process start -> ready client: each bundle's boot against the CPU plugin alone (load_plugin +\n"
+              "Client::create), %d fresh processes each, interleaved; ratio: median of the paired per-sample ratios\n",
+              samples);
+  // Flatness: each bundle's paired ratio over the first bundle's (one target, when given first).
+  std::printf("  %8s %10s %10s %10s %14s %14s %18s\n", "targets", "boot ms", "alone ms", "ratio", "vs first", "goal",
+              "bytes: one / N");
+  for (const auto& r : rows) {
+    const double flat = r.paired_ratio / rows.front().paired_ratio;
+    std::printf("  %8zu %10.1f %10.1f %10.3f %14.3f %14s %8.1f / %.1f MiB\n", r.targets, r.boot_ms, r.alone_ms,
+                r.paired_ratio, flat, flat <= 1.10 ? "<=1.10 \u2713" : "<=1.10 \u2717", r.together_mib, r.separate_mib);
+  }
   return 0;
 }

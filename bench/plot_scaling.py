@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Draws the scaling tables of plugboard_bench (--only threads --only size) as PNG.
 
-    plot_scaling.py BENCH_OUTPUT OUT_DIR
+    plot_scaling.py BENCH_OUTPUT DELIVERY_OUTPUT BOOT_OUTPUT OUT_DIR
 
 Writes OUT_DIR/threads.png (executions per second against threads, plugboard and the raw C API,
-per plugin) and OUT_DIR/program_size.png (compile time and dispatch against the number of ops).
+per plugin), OUT_DIR/program_size.png (compile time and dispatch against the number of ops),
+OUT_DIR/delivery.png (ordered-callback latency against receivers) and OUT_DIR/boot.png (boot time
+against the targets in a bundle, with the CPU plugin alone).
 """
 import re
 import sys
@@ -15,7 +17,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 text = open(sys.argv[1], encoding="utf-8", errors="replace").read()
-out = sys.argv[2]
+delivery_text = open(sys.argv[2], encoding="utf-8", errors="replace").read()
+boot_text = open(sys.argv[3], encoding="utf-8", errors="replace").read()
+out = sys.argv[4]
 sections = re.split(r"\n== ", "\n" + text)[1:]
 plugins = {}
 for sec in sections:
@@ -71,4 +75,46 @@ for a, label in ((a1, "compile time (ms)"), (a2, "execute + await (us)")):
 fig.suptitle("Compile and dispatch vs program size")
 fig.tight_layout()
 fig.savefig(f"{out}/program_size.png", dpi=110)
-print(f"wrote {out}/threads.png and {out}/program_size.png")
+
+def numeric_rows(text, width):
+    """The rows of a table printed by delivery_bench / boot_bench: lines of `width` leading numbers."""
+    rows = []
+    for line in text.splitlines():
+        cells = line.split()
+        try:
+            rows.append([float(c) for c in cells[:width]])
+        except ValueError:
+            continue
+        if len(cells) < width:
+            rows.pop()
+    return rows
+
+
+
+def finish(fig, ax, xlabel, ylabel, title, name):
+    """Labels, grid and legend of a one-axes figure, saved as OUT_DIR/name."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(f"{out}/{name}", dpi=110)
+
+
+rows = numeric_rows(delivery_text, 5)
+fig, ax = plt.subplots(figsize=(7, 4.2))
+ax.plot([r[0] for r in rows], [r[1] for r in rows], "-", marker="o", label="median")
+ax.plot([r[0] for r in rows], [r[2] for r in rows], "--", marker="s", label="99th percentile")
+ax.set_xscale("log")
+ax.set_yscale("log")
+finish(fig, ax, "receivers (ordered-delivery queues)", "post -> task starts (us)",
+       "Ordered-callback delivery latency vs receivers", "delivery.png")
+
+rows = numeric_rows(boot_text, 5)
+fig, ax = plt.subplots(figsize=(7, 4.2))
+plot_pair(ax, [r[0] for r in rows], [r[2] for r in rows], [r[1] for r in rows], 0, "boot:", "CPU plugin alone")
+ax.set_ylim(bottom=0)
+finish(fig, ax, "targets in the bundle (cpu, cuda13, rocm7, then probed-out and failing ones)",
+       "process start -> ready client (ms)", "Boot time vs targets in a bundle", "boot.png")
+print(f"wrote {out}/threads.png, program_size.png, delivery.png and boot.png")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The scaling benchmarks (issue 16) as tables and PNG plots: executions per second against threads on
-# one client, compile time and dispatch against program size, each against the raw C API in the same
-# run. matplotlib goes into build/plot-venv from the wheels pinned in bench/requirements-plots.txt.
+# one client and compile time and dispatch against program size (each against the raw C API in the
+# same run), ordered-callback delivery against receivers, boot time against the targets in a bundle.
+# matplotlib goes into build/plot-venv from the wheels pinned in bench/requirements-plots.txt.
 # Not part of CI.
 #
 #   scripts/bench_plots.sh [--plugin PATH]... [--quick]      (PNGs into bench/plots/)
@@ -14,8 +15,11 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import matplotlib" 2>
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --require-hashes --only-binary=:all: -r "$root/bench/requirements-plots.txt"
 fi
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
-"$root/scripts/bench.sh" --only threads --only size "$@" | tee "$out"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+"$root/scripts/bench.sh" --only threads --only size "$@" | tee "$out/bench.txt"
+cmake --build "$build_dir" --target delivery_bench > /dev/null
+"$build_dir/bench/delivery_bench" | tee "$out/delivery.txt"
+"$root/scripts/bench_boot.sh" | tee "$out/boot.txt"
 mkdir -p "$root/bench/plots"
-"$venv/bin/python" "$root/bench/plot_scaling.py" "$out" "$root/bench/plots"
+"$venv/bin/python" "$root/bench/plot_scaling.py" "$out/bench.txt" "$out/delivery.txt" "$out/boot.txt" "$root/bench/plots"
