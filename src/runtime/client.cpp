@@ -1,7 +1,7 @@
-#include <cstring>
 #include "runtime/client.h"
 
 #include <cstdlib>
+#include <cstring>
 
 #include "base/no_throw.h"
 #include "abi/api.h"
