@@ -27,19 +27,29 @@ while [ $i -lt ${#plugins[@]} ]; do
     { tail -n 20 "$out/$i/log"; exit 1; }
   echo "== $path"
   python3 - "$out/$i" <<'PY'
-import glob, re, sys
-counts = {}
+import glob, re, subprocess, sys
+counts, own = {}, {}
 for f in glob.glob(sys.argv[1] + "/cg.*"):
     text = open(f, errors="replace").read()
     name = re.search(r"^desc: Trigger: Client Request: (.*)$", text, re.M)
     total = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
-    if name and total:
-        program, variant = name.group(1).removeprefix("dispatch ").split(" | ")
-        counts.setdefault(program, {})[variant] = int(total.group(1)) / 2000  # kCountedIterations
-print(f"   {'program':20} {'raw C API':>12} {'execute':>18} {'execute_into':>18}   (instructions per iteration)")
-for program, v in counts.items():
+    if not (name and total):
+        continue
+    program, variant = name.group(1).removeprefix("dispatch ").split(" | ")
+    counts.setdefault(program, {})[variant] = int(total.group(1)) / 2000  # kCountedIterations
+    if variant == "execute_into":
+        # plugboard's own instructions: the self cost of every function compiled from src/ (the
+        # plugin's work, its threads' included, and libc's are left out).
+        listing = subprocess.run(["callgrind_annotate", "--threshold=100", "--auto=no", f],
+                                 capture_output=True, text=True).stdout
+        own[program] = sum(int(m.group(1).replace(",", "")) for m in
+                           re.finditer(r"^\s*([\d,]+) \([^)]*\)\s+src/", listing, re.M)) / 2000
+print(f"   {'program':20} {'raw C API':>12} {'execute':>18} {'execute_into':>18} {'own code':>10}   (instructions per iteration)")
+for program, v in sorted(counts.items()):
     raw = v["raw"]
     cells = [f"{v[k]:.0f} (+{v[k] - raw:.0f})" for k in ("execute", "execute_into")]
-    print(f"   {program:20} {raw:12.0f} {cells[0]:>18} {cells[1]:>18}")
+    print(f"   {program:20} {raw:12.0f} {cells[0]:>18} {cells[1]:>18} {own.get(program, 0):10.0f}")
+print("   own code: instructions execute_into spends in plugboard's own functions (src/), per call; the")
+print("   totals also count the plugin's worker threads, whose spinning varies from run to run")
 PY
 done
