@@ -236,12 +236,13 @@ TEST_P(ExecuteTest, ExecuteIntoReusesTheCallersOutputsAndFeedsThemBack) {
   EXPECT_TRUE(one.valid());
   EXPECT_EQ(read_f32(x), (std::vector<float>{0, 1, 2, 3}));
 
-  // A refused call leaves no buffer behind (and the arguments as they were).
-  Buffer* wrong[] = {&one};
+  // A refused call runs nothing and loses nothing: the outputs stay, even when they are its arguments.
+  Buffer* wrong[] = {&outputs[0]};
   auto refused = exe->execute_into(wrong, outputs);
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().message().find("takes 2 argument(s), 1 given"), std::string::npos);
-  EXPECT_TRUE(outputs.empty());
+  ASSERT_EQ(outputs.size(), 1u);
+  EXPECT_EQ(read_f32(outputs[0]), (std::vector<float>{3, 4, 5, 6}));
   PB_ASSERT_OK(exe->execute_into(first, outputs));
   EXPECT_EQ(read_f32(outputs[0]), (std::vector<float>{1, 2, 3, 4}));
 }

@@ -382,10 +382,8 @@ Status Executable::execute_into(std::span<Buffer* const> args, std::vector<Buffe
     OutputSlots slots(n_out);
     PJRT_Event* complete[1] = {nullptr};
     ExecuteContext empty_context;  // outlives the wait below
-    if (auto st = launch(args, options, slots.data(), complete, empty_context); !st) {
-      outputs.clear();
-      return st;
-    }
+    // A refused call ran nothing: `outputs` stays as it was (its buffers may be this call's arguments).
+    if (auto st = launch(args, options, slots.data(), complete, empty_context); !st) return st;
     // The event is awaited and destroyed here: no Event object (and no client reference) is made.
     Status done = ok();
     if (complete[0]) {
