@@ -427,6 +427,31 @@ TEST_P(CallbackTest, AFailingCallbackFailsThatExecutionOnlyWithItsMessage) {
   }
 }
 
+// Executable::execute_into of a program whose callback has no receiver in this execution (no
+// context of its own): the plugin's PJRT_LoadedExecutable_Execute fails it ("carries no plugboard
+// receiver"). The caller's output storage, which here holds the call's own argument, must come out
+// as it went in.
+TEST_P(CallbackTest, AFailedExecuteIntoLeavesTheCallersOutputsAsTheyWere) {
+  auto receiver = std::make_shared<HostCallbacks>();
+  PB_ASSERT_OK(receiver->add_blocking("pb_test_unrouted", [&](const BlockingCall& call) -> Status {
+    return call.set_result(0, call.operands()[0]);
+  }));
+  auto exe = compile(module("%x: tensor<4xf32>", "tensor<4xf32>",
+                            "    %0 = stablehlo.custom_call @pb_test_unrouted(%x) {api_version = 4 : i32} : (tensor<4xf32>) "
+                            "-> tensor<4xf32>\n    return %0 : tensor<4xf32>\n"),
+                     *receiver);
+  ASSERT_TRUE(exe);
+  std::vector<Buffer> outputs;
+  outputs.push_back(upload(std::vector<float>{1, 2, 3, 4}, DType::kF32, {4}));
+  Buffer* args[] = {&outputs[0]};
+  auto failed = exe->execute_into(args, outputs);
+  ASSERT_FALSE(failed) << "a callback without a receiver must fail the execution";
+  EXPECT_NE(failed.error().to_string().find("carries no plugboard receiver"), std::string::npos) << failed.error().to_string();
+  ASSERT_EQ(outputs.size(), 1u);
+  ASSERT_TRUE(outputs[0].valid());
+  EXPECT_EQ(read<float>(outputs[0]), (std::vector<float>{1, 2, 3, 4}));
+}
+
 TEST_P(CallbackTest, AFailingOrderedCallbackIsReportedByAwait) {
   auto receiver = std::make_shared<HostCallbacks>();
   PB_ASSERT_OK(receiver->add_ordered("pb_test_bad_log", [&](const OrderedCall& call) -> Status {

@@ -97,24 +97,26 @@ Expected<std::shared_ptr<std::byte>> HostBlockPool::acquire(size_t bytes) noexce
     ++state_->stats.blocks_in_use;
   }
   // Given back by its last owner: kept while the pool is open and under its limit, else unmapped.
-  try {
-    return std::shared_ptr<std::byte>(static_cast<std::byte*>(block), [state = state_, size](std::byte* p) {
-      std::unique_lock lock(state->mu);
-      --state->stats.blocks_in_use;
-      if (state->open && state->stats.bytes_kept + size <= state->keep_limit) {
+  // Never throws (it runs in a shared_ptr destructor, on whatever thread releases the block last).
+  auto give_back = [state = state_, size](std::byte* p) noexcept {
+    std::unique_lock lock(state->mu);
+    --state->stats.blocks_in_use;
+    if (state->open && state->stats.bytes_kept + size <= state->keep_limit) {
+      try {
         state->kept[size].push_back(p);
         state->stats.bytes_kept += size;
         return;
+      } catch (...) {  // no memory to remember it: unmap it instead
       }
-      --state->stats.blocks_mapped;
-      lock.unlock();
-      ::munmap(p, size);
-    });
+    }
+    --state->stats.blocks_mapped;
+    lock.unlock();
+    ::munmap(p, size);
+  };
+  try {
+    return std::shared_ptr<std::byte>(static_cast<std::byte*>(block), give_back);
   } catch (const std::bad_alloc&) {
-    ::munmap(block, size);
-    std::lock_guard lock(state_->mu);
-    --state_->stats.blocks_mapped;
-    --state_->stats.blocks_in_use;
+    // The shared_ptr constructor has already given the block back through give_back.
     return make_error(Code::kResourceExhausted, "out of memory for a host block's owner");
   }
 }

@@ -55,12 +55,14 @@ Expected<std::string> plugin_sha256(const Plugin& plugin) noexcept {
       return make_error(Code::kFailedPrecondition, "plugin " + path.string() + " changed since this process loaded it (" +
                                                        describe_identity(plugin.file_identity()) + ", now " +
                                                        describe_identity(now) + ")");
-    if (auto id = verified_identity(path); id && same_contents(*id, now))
+    // Answers remembered for an identity are used only while the identity is exactly that one (a
+    // ctime that moved means a rehash: an in-place rewrite can restore the mtime).
+    if (auto id = verified_identity(path); id && *id == now)
       if (auto sha = verified_sha256(path)) return *sha;
     Memo& m = memo();
     {
       std::lock_guard lock(m.mu);
-      if (auto it = m.by_path.find(path); it != m.by_path.end() && same_contents(it->second.identity, now)) return it->second.sha256;
+      if (auto it = m.by_path.find(path); it != m.by_path.end() && it->second.identity == now) return it->second.sha256;
     }
     const std::filesystem::path stamps = default_stamp_dir();
     Remembered found;

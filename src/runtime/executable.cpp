@@ -395,11 +395,17 @@ Status Executable::execute_into(std::span<Buffer* const> args, std::vector<Buffe
       destroy.event = complete[0];
       (void)PB_PJRT_CALL(api, PJRT_Event_Destroy, destroy);
     }
+    if (!done) {
+      // The execution failed: its outputs are released and the caller's storage (which may hold
+      // this call's arguments) is left as it was.
+      std::vector<Buffer> failed(n_out);
+      (void)adopt_outputs(slots.data(), failed, options.device);
+      return std::unexpected(std::move(done).error().annotate("executing " + name_));
+    }
     outputs.resize(n_out);
-    Status adopted = adopt_outputs(slots.data(), outputs, options.device);
-    if (!done || !adopted) {
+    if (Status adopted = adopt_outputs(slots.data(), outputs, options.device); !adopted) {
       outputs.clear();
-      return !done ? std::unexpected(std::move(done).error().annotate("executing " + name_)) : adopted;
+      return adopted;
     }
     return ok();
   });

@@ -107,8 +107,8 @@ class Executable : public std::enable_shared_from_this<Executable> {
   // execute() into caller-owned storage: `outputs` is resized to num_outputs() and its Buffers take
   // this execution's outputs (the ones they held are released first). Reused across calls, it makes
   // the execute path allocate nothing and touch no reference count: the loop to use at the speed of
-  // the raw C API. A refused call (bad arguments, the plugin's refusal to launch) leaves `outputs` as
-  // it was; when the execution itself fails, `outputs` holds no buffer.
+  // the raw C API. A refused or failed call leaves `outputs` as it was (its buffers may be the call's
+  // arguments); only outputs the plugin returned malformed leave it empty.
   Status execute_into(std::span<Buffer* const> args, std::vector<Buffer>& outputs,
                       const ExecuteOptions& options = {}) const noexcept;
 

@@ -104,6 +104,11 @@ defmodule Plugboard.Nx.ScopeFixtures do
     left * right
   end
 
+  defn shared_by_two_outputs(p, q, a) do
+    h = hook(a + 1, :shared, fn t -> send(self(), {:shared, t}) end)
+    {if(p, do: h, else: 0), if(q, do: h * 2, else: 1)}
+  end
+
   defn next_iteration(state) do
     state = if state.iteration < 4, do: state, else: state
     %{state | iteration: state.iteration + 1}

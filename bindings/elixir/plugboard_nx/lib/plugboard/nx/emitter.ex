@@ -333,7 +333,8 @@ defmodule Plugboard.Nx.Emitter do
 
   # The expressions a scope computes itself: those outside the branches of its conds, and those
   # several of its conds use (Nx's own rule, which Nx.Defn.Evaluator caches by).
-  defp scope_ids(exprs), do: Enum.reduce(exprs, %{}, &Tree.scope_ids/2)
+  # One call over all of them (as a tuple): an expression two outputs' conds share counts as shared.
+  defp scope_ids(exprs), do: Tree.scope_ids(List.to_tuple(exprs))
 
   # The expressions of the scope, not computed yet, that `exprs` (a cond's branches) use.
   defp shared_with_scope(exprs, st) do
