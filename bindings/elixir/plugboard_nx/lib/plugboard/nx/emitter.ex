@@ -13,7 +13,7 @@ defmodule Plugboard.Nx.Emitter do
   alias Plugboard.Nx.{MLIR, Ops}
 
   defstruct lines: [], next: 0, memo: %{}, params: %{}, depth: 1, used: MapSet.new(),
-            token: nil, hooks: [], overridden: MapSet.new(), scope: %{}
+            token: nil, hooks: [], overridden: MapSet.new(), scope: %{}, any_hooks: false
 
   @type value :: String.t() | [String.t()]
 
@@ -34,7 +34,9 @@ defmodule Plugboard.Nx.Emitter do
     st = %__MODULE__{
       params: Map.new(Enum.with_index(param_names), fn {n, i} -> {i, n} end),
       overridden: MapSet.new(overridden_hooks),
-      scope: scope_ids(outputs)
+      scope: scope_ids(outputs),
+      # Walked once: a program without hooks (most) never walks a cond's branches for them again.
+      any_hooks: has_hooks?(outputs)
     }
 
     {values, st} = Enum.map_reduce(outputs, st, &emit/2)
@@ -237,7 +239,7 @@ defmodule Plugboard.Nx.Emitter do
     {init_values, st} = Enum.map_reduce(Enum.zip(inits, params), st, fn {i, p}, st -> Ops.operand(i, p, st) end)
     {block, st} = block_args(params, st)
     names = Enum.map(block, &elem(&1, 0))
-    ordered? = has_hooks?([condition | bodies])
+    ordered? = st.any_hooks and has_hooks?([condition | bodies])
 
     {init_values, types, block, token, st} =
       if ordered? do
@@ -284,7 +286,7 @@ defmodule Plugboard.Nx.Emitter do
     types = Enum.map(outs, &type_of/1)
 
     {values, st} =
-      if has_hooks?(branches) do
+      if st.any_hooks and has_hooks?(branches) do
         {token, st} = token(st)
         {values, st} = emit_clauses(clauses, last, outs, types ++ ["!stablehlo.token"], %{st | token: token})
         {values, [token]} = Enum.split(values, -1)
