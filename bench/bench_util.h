@@ -176,6 +176,7 @@ Table bench_transfer(Context& ctx);
 Table bench_compile(Context& ctx);
 Table bench_compile_cache(Context& ctx);
 Table bench_threads(Context& ctx);
+Table bench_threads_callbacks(Context& ctx);
 Table bench_program_size(Context& ctx);
 
 }  // namespace pbbench

@@ -127,7 +127,8 @@ int main(int argc, char** argv) {
     };
     for (const Entry& e : {Entry{"dispatch", &bench_dispatch}, Entry{"transfer", &bench_transfer},
                            Entry{"compile", &bench_compile}, Entry{"cache", &bench_compile_cache},
-                           Entry{"threads", &bench_threads}, Entry{"size", &bench_program_size}}) {
+                           Entry{"threads", &bench_threads}, Entry{"threads", &bench_threads_callbacks},
+                           Entry{"size", &bench_program_size}}) {
       if (!wanted(e.name)) continue;
       try {
         const auto t0 = Clock::now();

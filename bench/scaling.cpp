@@ -1,12 +1,19 @@
 // Costs as work grows (issue 16), each against the raw C API in the same run:
 //   threads: executions per second of a tiny add on one client with 1, 2, 4, 8, 16 threads, each
 //            thread with its own output storage (Executable::execute_into) or RawExecution;
+//   threads with a host callback: the same with y = cb(x) + cb(x), cb a blocking identity callback:
+//            plugboard's execute_with_callbacks (a per-execution context carrying the receiver)
+//            against a handler the raw side registers itself through the plugin's FFI extension;
 //   program size: compile time and dispatch of a chain of 10, 100, 1,000 elementwise ops.
 // scripts/bench_plots.sh draws both as PNG.
 #include <atomic>
 #include <thread>
 
+#include "abi/ffi.h"
 #include "bench_util.h"
+#include "callback/execute.h"
+#include "callback/registry.h"
+#include "plugin/plugin.h"
 #include "raw_execution.h"
 
 namespace pbbench {
@@ -29,6 +36,42 @@ std::string chain_program(int n) {
     last = v;
   }
   return text + "  return " + last + " : tensor<64xf32>\n}\n";
+}
+
+// y = cb(x) + cb(x) over f32[4], cb the blocking custom call `target`.
+std::string callback_program(const std::string& target) {
+  return "func.func public @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n"
+         "  %t = stablehlo.custom_call @" + target + "(%x) {api_version = 4 : i32} : (tensor<4xf32>) -> tensor<4xf32>\n"
+         "  %y = stablehlo.add %t, %t : tensor<4xf32>\n"
+         "  return %y : tensor<4xf32>\n"
+         "}\n";
+}
+
+// The raw side's host callback: an XLA FFI handler a C API user writes and registers themselves,
+// copying its one operand into its one result. No per-execution data: the least a callback costs.
+// It marks that it ran (read-mostly: no contention between the threads of the benchmark).
+std::atomic<bool> g_raw_identity_ran{false};
+extern "C" XLA_FFI_Error* raw_identity_handler(XLA_FFI_CallFrame* frame) {
+  if (plugboard::abi::ffi_answer_metadata(frame)) return nullptr;
+  const auto* in = static_cast<const XLA_FFI_Buffer*>(frame->args.args[0]);
+  auto* out = static_cast<XLA_FFI_Buffer*>(frame->rets.rets[0]);
+  std::memcpy(out->data, in->data, 4 * sizeof(float));
+  if (!g_raw_identity_ran.load(std::memory_order_relaxed)) g_raw_identity_ran.store(true);
+  return nullptr;
+}
+constexpr char kRawIdentity[] = "pbbench_raw_identity";
+
+void register_raw_identity(Context& ctx) {
+  using namespace plugboard;
+  static std::atomic<const void*> registered_on{nullptr};  // once per plugin
+  const Plugin& plugin = ctx.client->plugin();
+  if (registered_on.load() == &plugin) return;
+  const PB_PJRT_FFI_Extension* ext = value_or_throw(abi::find_ffi_extension(plugin.api()), "find_ffi_extension");
+  const std::string platform = value_or_throw(callback_platform(*ctx.client), "callback_platform");
+  ok_or_throw(abi::ffi_register_handler(plugin.api(), *ext, kRawIdentity, platform,
+                                        reinterpret_cast<XLA_FFI_Handler*>(&raw_identity_handler)),
+              "registering the raw handler");
+  registered_on = &plugin;
 }
 
 struct Compiled {
@@ -70,6 +113,24 @@ double executions_per_second(int threads, double seconds, MakeBody make_body) {
   return static_cast<double>(total.load()) / elapsed;
 }
 
+// One row per thread count: raw and plugboard rates, interleaved and paired, and the goal.
+void thread_rows(Table& t, const char* what, double seconds, int reps,
+                 const std::function<std::function<void()>(int)>& make_raw,
+                 const std::function<std::function<void()>(int)>& make_pb) {
+  for (int threads : {1, 2, 4, 8, 16}) {
+    std::vector<double> raw_rates, pb_rates, ratios;
+    for (int r = 0; r < reps; ++r) {  // interleaved: raw, then plugboard
+      raw_rates.push_back(executions_per_second(threads, seconds, make_raw));
+      pb_rates.push_back(executions_per_second(threads, seconds, make_pb));
+      ratios.push_back(raw_rates.back() / pb_rates.back());  // time ratio pb/raw
+    }
+    const double ratio = median(ratios);
+    t.rows.push_back({std::to_string(threads), fmt("%.0f", median(raw_rates)), fmt("%.0f", median(pb_rates)),
+                      fmt("%.3fx", ratio), ratio <= 1.05 ? "<=1.05 ok" : "<=1.05 MISS"});
+    t.goal(fmt("%d thread(s) on one client%s: time per execution pb/raw", threads, what), ratio, 1.05, true);
+  }
+}
+
 }  // namespace
 
 Table bench_threads(Context& ctx) {
@@ -85,26 +146,77 @@ Table bench_threads(Context& ctx) {
   Table t;
   t.title = "scaling: executions per second of add f32[4] on one client vs threads";
   t.header = {"threads", "raw C API /s", "plugboard /s", "pb/raw", "goal"};
-  for (int threads : {1, 2, 4, 8, 16}) {
-    std::vector<double> raw_rates, pb_rates, ratios;
-    for (int r = 0; r < reps; ++r) {  // interleaved: raw, then plugboard
-      raw_rates.push_back(executions_per_second(threads, seconds, [&](int) {
+  thread_rows(
+      t, "", seconds, reps,
+      [&](int) -> std::function<void()> {
         return [run = std::make_shared<RawExecution>(ctx.api, add.raw->get(), std::span<PJRT_Buffer* const>(raw_args), 1)] { run->run(); };
-      }));
-      pb_rates.push_back(executions_per_second(threads, seconds, [&](int) {
+      },
+      [&](int) -> std::function<void()> {
         return [&, kept = std::make_shared<std::vector<Buffer>>()] {
           ok_or_throw(add.exe->execute_into(args, *kept), "execute_into");
         };
-      }));
-      ratios.push_back(raw_rates.back() / pb_rates.back());  // time ratio pb/raw
-    }
-    const double ratio = median(ratios);
-    t.rows.push_back({std::to_string(threads), fmt("%.0f", median(raw_rates)), fmt("%.0f", median(pb_rates)),
-                      fmt("%.3fx", ratio), ratio <= 1.05 ? "<=1.05 ok" : "<=1.05 MISS"});
-    t.goal(fmt("%d thread(s) on one client: time per execution pb/raw", threads), ratio, 1.05, true);
-  }
+      });
   t.notes.push_back("pb/raw: time per execution, plugboard over raw (raw rate / plugboard rate), median of paired runs");
   t.notes.push_back("each thread keeps its own outputs (execute_into) or its own RawExecution; one executable, shared inputs");
+  return t;
+}
+
+Table bench_threads_callbacks(Context& ctx) {
+  using namespace plugboard;
+  auto receiver = std::make_shared<HostCallbacks>();
+  std::atomic<bool> pb_ran{false};
+  ok_or_throw(receiver->add_blocking("pbbench_identity", [&pb_ran](const BlockingCall& c) {
+    if (!pb_ran.load(std::memory_order_relaxed)) pb_ran.store(true);
+    std::memcpy(c.results()[0].bytes.data(), c.operands()[0].bytes.data(), c.operands()[0].bytes.size());
+    return Status{};
+  }), "add_blocking");
+  ok_or_throw(declare_callbacks(*ctx.client, *receiver), "declare_callbacks");
+  register_raw_identity(ctx);
+  Compiled pb_side, raw_side;
+  compile_both(ctx, callback_program("pbbench_identity"), pb_side);
+  compile_both(ctx, callback_program(kRawIdentity), raw_side);
+  std::vector<Buffer> inputs = device_inputs(ctx, {{4}});
+  // Both programs must call their callback and compute 2x before their speed means anything.
+  {
+    std::vector<Buffer> out = value_or_throw(execute_with_callbacks(*pb_side.exe, std::span<Buffer* const>(std::array{&inputs[0]}), receiver),
+                                             "execute_with_callbacks");
+    float y[4];
+    ok_or_throw(out[0].to_host(std::as_writable_bytes(std::span(y))), "to_host");
+    if (!pb_ran || y[0] != 1.0f || y[3] != 1.0f) throw std::runtime_error("the callback program did not call back or returned wrong values");
+    PJRT_Buffer* raw_args[] = {inputs[0].raw()};
+    RawExecution raw(ctx.api, raw_side.raw->get(), std::span<PJRT_Buffer* const>(raw_args), 1);
+    raw.run(true);
+    RAW_ARGS(PJRT_Buffer_ToHostBuffer_Args, d2h);
+    d2h.src = raw.output(0);
+    d2h.dst = y;
+    d2h.dst_size = sizeof y;
+    raw_check(ctx.api, ctx.api->PJRT_Buffer_ToHostBuffer(&d2h), "PJRT_Buffer_ToHostBuffer");
+    raw_await_and_destroy(ctx.api, d2h.event, "ToHostBuffer event");
+    raw_buffer_destroy(ctx.api, raw.output(0));
+    if (!g_raw_identity_ran || y[0] != 1.0f || y[3] != 1.0f)
+      throw std::runtime_error("the raw callback program did not call back or returned wrong values");
+  }
+  Buffer* args[] = {&inputs[0]};
+  PJRT_Buffer* raw_args[] = {inputs[0].raw()};
+  const double seconds = ctx.opt.quick ? 0.1 : 0.3;
+  const int reps = ctx.opt.quick ? 1 : 3;
+
+  Table t;
+  t.title = "scaling: executions per second of y = cb(x) + cb(x), a blocking host callback, vs threads";
+  t.header = {"threads", "raw C API /s", "plugboard /s", "pb/raw", "goal"};
+  thread_rows(
+      t, " with a callback", seconds, reps,
+      [&](int) -> std::function<void()> {
+        return [run = std::make_shared<RawExecution>(ctx.api, raw_side.raw->get(), std::span<PJRT_Buffer* const>(raw_args), 1)] {
+          run->run();
+        };
+      },
+      [&](int) -> std::function<void()> {
+        return [&] { (void)value_or_throw(execute_with_callbacks(*pb_side.exe, args, receiver), "execute_with_callbacks"); };
+      });
+  t.notes.push_back("raw: an XLA FFI handler registered through the plugin's FFI extension, no execution context; "
+                    "plugboard: execute_with_callbacks (a PJRT_ExecuteContext per execution carrying the receiver)");
+  t.notes.push_back("pb/raw: time per execution, plugboard over raw, median of paired runs");
   return t;
 }
 

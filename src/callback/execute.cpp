@@ -13,7 +13,9 @@ namespace plugboard {
 
 CallbackExecution::CallbackExecution(CallbackExecution&&) noexcept = default;
 CallbackExecution& CallbackExecution::operator=(CallbackExecution&&) noexcept = default;
-CallbackExecution::~CallbackExecution() = default;
+CallbackExecution::~CallbackExecution() {
+  if (state_ && !result_) queue_completion();
+}
 
 Status CallbackExecution::await() {
   if (result_) return *result_;
@@ -24,15 +26,24 @@ Status CallbackExecution::await() {
     return make_error(Code::kFailedPrecondition, "await() on " + state_->name +
                                                      " from a host callback or a completion function would wait for "
                                                      "itself: use on_complete there");
-  // The outcome is the completion task's, from the event's own status: only the wait matters here.
-  (void)done_.await();
+  Status executed = done_.await();
   PB_HAPPENS_AFTER(state_.get());
   // Every ordered call of this execution was posted before the plugin's event fired (the handler
   // posts before it returns), so waiting for the latest ticket covers them all.
   state_->receiver->delivery().wait_for(state_->last_ticket.load());
-  state_->completed->wait();
+  if (completion_queued_) {
+    // The queued completion runs on_complete's function: await returns after it, and after that
+    // completion let go of the state, so that the last reference is the caller's.
+    state_->completed->wait();
+    std::lock_guard lock(state_->mutex);
+    result_ = *state_->outcome;
+    return *result_;
+  }
+  // Nobody else completes this execution: the outcome is computed here, on the caller's thread.
+  Status outcome = state_->outcome_of(std::move(executed));
   std::lock_guard lock(state_->mutex);
-  result_ = *state_->outcome;
+  state_->outcome = outcome;
+  result_ = std::move(outcome);
   return *result_;
 }
 
@@ -53,6 +64,8 @@ Status CallbackExecution::on_complete(std::function<void(Status)> done) {
     state_->on_complete_taken = true;
     if (!state_->outcome) {
       state_->on_complete = std::move(done);
+      lock.unlock();
+      queue_completion();
       return ok();
     }
     Status known = *state_->outcome;
@@ -94,6 +107,22 @@ void complete_after_ordered_calls(std::shared_ptr<internal::ExecutionState> stat
 
 }  // namespace
 
+void CallbackExecution::queue_completion() noexcept {
+  if (completion_queued_) return;
+  completion_queued_ = true;
+  bool registered = false;
+  try {
+    state_->completed = std::make_shared<std::latch>(2);
+    registered = done_.on_ready([state = state_](Status executed) mutable {
+                        complete_after_ordered_calls(std::move(state), std::move(executed));
+                      }).has_value();
+  } catch (...) {
+    // No memory for the continuation: the program may be running and use the state, so it must not
+    // be released now. Waited for here instead (the only path that waits).
+  }
+  if (!registered && state_->completed) complete_after_ordered_calls(state_, done_.await());
+}
+
 namespace internal {
 
 void ExecutionState::complete(std::shared_ptr<ExecutionState> self, Status executed) noexcept {
@@ -110,7 +139,8 @@ void ExecutionState::complete(std::shared_ptr<ExecutionState> self, Status execu
     if (!self->outcome) self->outcome = make_error(Code::kResourceExhausted, "completing an execution: out of memory");
   }
   // The caller's function, the release and the count-down on a pool thread: never on the thread that
-  // happened to run the queue (a plugin's, or an awaiting caller's).
+  // happened to run the queue when that is a plugin's or an awaiting caller's. A delivery thread
+  // running the queue goes on with them itself.
   auto finish = [](std::function<void(Status)>& tell, Status& result, std::shared_ptr<ExecutionState>& s,
                    const std::shared_ptr<std::latch>& done) {
     if (tell) {
@@ -123,6 +153,10 @@ void ExecutionState::complete(std::shared_ptr<ExecutionState> self, Status execu
     s.reset();
     done->count_down();
   };
+  if (delivery_pool().on_worker()) {
+    finish(tell, result, self, completed);
+    return;
+  }
   std::function<void()> handoff;
   try {
     handoff = [finish, tell = std::move(tell), result, s = self, completed]() mutable { finish(tell, result, s, completed); };
@@ -180,18 +214,9 @@ Expected<CallbackExecution> execute_with_callbacks_async(const Executable& execu
     }
     run.outputs = std::move(started->outputs);
     run.done_ = std::move(started->done);
-    // The plugin's event keeps the state (context, receiver, program) until it fires, so the
-    // execution may be dropped unfinished; then the completion is queued behind its ordered calls.
-    bool registered = false;
-    try {
-      registered = run.done_.on_ready([state](Status executed) mutable {
-                              complete_after_ordered_calls(std::move(state), std::move(executed));
-                            }).has_value();
-    } catch (...) {
-      // No memory for the continuation: the program is running and uses the state, so it must not
-      // be released now. Waited for here instead (the only path that waits).
-    }
-    if (!registered) complete_after_ordered_calls(state, run.done_.await());
+    // The execution holds the state (context, receiver, program). Awaited, it completes on the
+    // caller's thread; dropped unfinished or given an on_complete, it queues its completion behind
+    // its ordered calls, and the plugin's event keeps the state until it fires.
     return run;
   });
 }

@@ -55,9 +55,15 @@ class CallbackExecution {
                                                                   std::shared_ptr<const HostCallbacks>,
                                                                   ExecuteOptions) noexcept;
   CallbackExecution() = default;
+  // Completes the execution behind its ordered calls once the plugin's event fires, on plugin and
+  // delivery threads (for on_complete, or for an execution dropped unfinished). Once: later calls do
+  // nothing. An execution that is only awaited never needs it: await() completes it on its own thread.
+  void queue_completion() noexcept;
+
   Event done_;
   std::shared_ptr<internal::ExecutionState> state_;
   std::optional<Status> result_;
+  bool completion_queued_ = false;
 };
 
 // Executes `executable` with `callbacks` as the receiver of its host calls. The names it calls must
