@@ -122,6 +122,11 @@ void Table::print(std::FILE* out) const {
     std::fprintf(out, "%s\n", s.c_str());
   };
   std::fprintf(out, " %s\n", title.c_str());
+  if (header.empty()) {  // a table of notes only
+    for (const auto& n : notes) std::fprintf(out, "   %s\n", n.c_str());
+    std::fprintf(out, "\n");
+    return;
+  }
   line(header);
   size_t total = 1;
   for (size_t w : width) total += w + 2;

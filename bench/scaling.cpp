@@ -13,6 +13,7 @@
 #include "bench_util.h"
 #include "callback/execute.h"
 #include "callback/registry.h"
+#include "instruction_count.h"
 #include "plugin/plugin.h"
 #include "raw_execution.h"
 
@@ -135,6 +136,11 @@ void thread_rows(Table& t, const char* what, double seconds, int reps,
 
 Table bench_threads(Context& ctx) {
   using namespace plugboard;
+  if (running_under_callgrind()) {  // not timed: valgrind runs one thread at a time
+    Table t;
+    t.title = "scaling: executions per second vs threads: not timed under callgrind";
+    return t;
+  }
   Compiled add;
   compile_both(ctx, kAddF32x4, add);
   std::vector<Buffer> inputs = device_inputs(ctx, {{4}, {4}});
@@ -203,6 +209,15 @@ Table bench_threads_callbacks(Context& ctx) {
 
   Table t;
   t.title = "scaling: executions per second of y = cb(x) + cb(x), a blocking host callback, vs threads";
+  if (running_under_callgrind()) {  // scripts/bench_instructions.sh: one thread's loop, counted alone
+    RawExecution raw(ctx.api, raw_side.raw->get(), std::span<PJRT_Buffer* const>(raw_args), 1);
+    count_instructions("callback identity | raw", [&] { raw.run(); });
+    count_instructions("callback identity | execute_with_callbacks", [&] {
+      (void)value_or_throw(execute_with_callbacks(*pb_side.exe, args, receiver), "execute_with_callbacks");
+    });
+    t.title += ": counted under callgrind, not timed";
+    return t;
+  }
   t.header = {"threads", "raw C API /s", "plugboard /s", "pb/raw", "goal"};
   thread_rows(
       t, " with a callback", seconds, reps,

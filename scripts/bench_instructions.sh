@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Instructions per dispatch (callgrind), beside the wall time scripts/bench.sh measures: the machine's
 # run-to-run spread is larger than the gap between plugboard and the raw C API. Runs plugboard_bench
-# --only dispatch under valgrind's callgrind (each loop counted alone: bench/instruction_count.h) and
-# prints, per plugin and program, the raw C API's instructions per iteration and plugboard's extra.
+# --only dispatch --only threads under valgrind's callgrind (each loop counted alone:
+# bench/instruction_count.h; the threads benchmark counts its host-callback program on one thread) and
+# prints, per plugin and program, the raw C API's instructions per iteration, plugboard's extra, and
+# how many of them plugboard's own code (src/) spends.
 #
 #   scripts/bench_instructions.sh [--plugin PATH]...      (needs valgrind: apt-get install valgrind)
 set -euo pipefail
@@ -23,7 +25,7 @@ while [ $i -lt ${#plugins[@]} ]; do
   flag=${plugins[$i]}; path=${plugins[$((i + 1))]}; i=$((i + 2))
   mkdir -p "$out/$i"
   valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file="$out/$i/cg.%p" \
-    "$build_dir/bench/plugboard_bench" --only dispatch "$flag" "$path" > /dev/null 2> "$out/$i/log" ||
+    "$build_dir/bench/plugboard_bench" --only dispatch --only threads "$flag" "$path" > /dev/null 2> "$out/$i/log" ||
     { tail -n 20 "$out/$i/log"; exit 1; }
   echo "== $path"
   python3 - "$out/$i" <<'PY'
@@ -37,19 +39,20 @@ for f in glob.glob(sys.argv[1] + "/cg.*"):
         continue
     program, variant = name.group(1).removeprefix("dispatch ").split(" | ")
     counts.setdefault(program, {})[variant] = int(total.group(1)) / 2000  # kCountedIterations
-    if variant == "execute_into":
+    if variant != "raw":
         # plugboard's own instructions: the self cost of every function compiled from src/ (the
         # plugin's work, its threads' included, and libc's are left out).
         listing = subprocess.run(["callgrind_annotate", "--threshold=100", "--auto=no", f],
                                  capture_output=True, text=True).stdout
-        own[program] = sum(int(m.group(1).replace(",", "")) for m in
-                           re.finditer(r"^\s*([\d,]+) \([^)]*\)\s+src/", listing, re.M)) / 2000
-print(f"   {'program':20} {'raw C API':>12} {'execute':>18} {'execute_into':>18} {'own code':>10}   (instructions per iteration)")
+        own[(program, variant)] = sum(int(m.group(1).replace(",", "")) for m in
+                                      re.finditer(r"^\s*([\d,]+) \([^)]*\)\s+src/", listing, re.M)) / 2000
+print(f"   {'program':20} {'plugboard call':24} {'raw C API':>10} {'plugboard':>18} {'own code':>9}   (instructions per iteration)")
 for program, v in sorted(counts.items()):
     raw = v["raw"]
-    cells = [f"{v[k]:.0f} (+{v[k] - raw:.0f})" for k in ("execute", "execute_into")]
-    print(f"   {program:20} {raw:12.0f} {cells[0]:>18} {cells[1]:>18} {own.get(program, 0):10.0f}")
-print("   own code: instructions execute_into spends in plugboard's own functions (src/), per call; the")
-print("   totals also count the plugin's worker threads, whose spinning varies from run to run")
+    for variant in sorted(k for k in v if k != "raw"):
+        print(f"   {program:20} {variant:24} {raw:10.0f} {v[variant]:10.0f} (+{v[variant] - raw:5.0f}) "
+              f"{own.get((program, variant), 0):9.0f}")
+print("   own code: instructions the plugboard call spends in plugboard's own functions (src/), per call;")
+print("   the totals also count the plugin's worker threads, whose spinning varies from run to run")
 PY
 done

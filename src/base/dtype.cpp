@@ -20,10 +20,17 @@ constexpr std::array<DTypeInfo, 17> kTable{{
     {DType::kF8E5M2, "f8e5m2", 1}, {DType::kF8E4M3FN, "f8e4m3fn", 1},
 }};
 
+// The table lists the types in the order of their values (1, 2, ...): a lookup is an index.
+constexpr bool listed_by_value() {
+  for (size_t i = 0; i < kTable.size(); ++i)
+    if (static_cast<size_t>(kTable[i].type) != i + 1) return false;
+  return true;
+}
+static_assert(listed_by_value(), "kTable must list DType values 1, 2, ... in order");
+
 const DTypeInfo* find(DType t) {
-  for (const auto& info : kTable)
-    if (info.type == t) return &info;
-  return nullptr;
+  const auto i = static_cast<size_t>(t) - 1;  // kInvalid (0) and negative values wrap past the end
+  return i < kTable.size() ? &kTable[i] : nullptr;
 }
 
 }  // namespace

@@ -194,13 +194,10 @@ Expected<CallbackExecution> execute_with_callbacks_async(const Executable& execu
     state->executable = executable.weak_from_this().lock();
     state->name = executable.name();
     state->id = state->receiver->next_execution();
-    auto context = ExecuteContext::create(client);
+    auto context = (*ffi)->contexts.acquire(client, *(*ffi)->extension, (*ffi)->type_id);
     if (!context) return failed(std::move(context).error());
     state->context = std::move(*context);
-    if (auto added = abi::ffi_add_user_data(client.plugin().api(), *(*ffi)->extension, state->context.raw(),
-                                            (*ffi)->type_id, state.get());
-        !added)
-      return failed(std::move(added).error());
+    state->context.slot().state.store(state.get(), std::memory_order_release);
     options.context = state->context.raw();
 
     CallbackExecution run;

@@ -11,7 +11,7 @@
 
 #include "base/status.h"
 #include "callback/host_callbacks.h"
-#include "runtime/execute_context.h"
+#include "callback/context_pool.h"
 #include "runtime/executable.h"
 
 namespace plugboard::internal {
@@ -24,7 +24,7 @@ struct ExecutionState : std::enable_shared_from_this<ExecutionState> {
   std::atomic<uint64_t> next_sequence{0};  // ordered calls issued so far
   std::atomic<uint64_t> last_ticket{0};    // the delivery ticket of the latest ordered call
   std::atomic<uint64_t> blocking_calls{0};
-  ExecuteContext context;
+  PooledContext context;  // given back to its pool with the state, once the plugin is done
 
   std::mutex mutex;
   std::optional<Error> ordered_error;         // the first ordered callback that failed

@@ -24,7 +24,9 @@ std::array<std::atomic<const TargetSlot*>, kMaxCallbackTargets> g_slots{};
 std::mutex g_bind_mutex;
 size_t g_bound = 0;  // non-null entries of g_slots
 
-// Small arrays on the stack: the common callback has a handful of operands.
+// Small arrays on the stack: the common callback has a handful of operands. The inline storage is
+// default-initialized only (plain C descriptions stay unwritten until collected: each element is
+// written before it is read).
 template <class T, size_t N = 8>
 class SmallVector {
  public:
@@ -46,7 +48,7 @@ class SmallVector {
 
  private:
   size_t size_;
-  std::array<T, N> inline_{};
+  std::array<T, N> inline_;
   std::vector<T> heap_;
 };
 
@@ -356,7 +358,8 @@ XLA_FFI_Error* dispatch(size_t index, XLA_FFI_CallFrame* frame) noexcept {
   if (!slot) return fail(api, Code::kInternal, "plugboard host-callback handler " + std::to_string(index) + " is not bound");
   if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return nullptr;
   try {
-    auto* state = static_cast<ExecutionState*>(abi::ffi_execution_user_data(frame, slot->type_id));
+    const auto* context_slot = static_cast<const ContextSlot*>(abi::ffi_execution_user_data(frame, slot->type_id));
+    ExecutionState* state = context_slot ? context_slot->state.load(std::memory_order_acquire) : nullptr;
     if (state) PB_HAPPENS_AFTER(state);  // published by the launching thread (execute.cpp)
     if (!state)
       return fail(api, Code::kFailedPrecondition,

@@ -9,6 +9,7 @@
 
 #include "abi/ffi.h"
 #include "base/status.h"
+#include "callback/context_pool.h"
 #include "callback/device_bridge_abi.h"
 #include "runtime/client.h"
 
@@ -22,6 +23,10 @@ struct PluginFfi {
   const PbDeviceBridge* bridge = nullptr;  // null on the host platform
   std::set<std::string, std::less<>> targets;  // registered names
   std::optional<Status> self_test;
+  // Execute contexts for executions with host callbacks (thread-safe on its own, no g_mutex). Never
+  // destroyed: an execution finishing as the process exits may still give its context back, and
+  // the plugin is never unloaded either.
+  ContextPool& contexts = *new ContextPool();
 };
 
 // The plugin's registrations, made on first use (the FFI extension found, the user-data type

@@ -19,7 +19,7 @@ namespace plugboard {
 
 namespace {
 
-constexpr char kUserDataType[] = "plugboard.ExecutionState.v1";
+constexpr char kUserDataType[] = "plugboard.ContextSlot.v1";  // what the user data points at
 constexpr char kSelfTestTarget[] = "plugboard_self_test";
 
 std::mutex g_mutex;  // guards g_plugins and every PluginFfi in it
