@@ -9,9 +9,13 @@
 #include <mutex>
 #include <thread>
 
+#include "callback/context_pool.h"
 #include "callback/execute.h"
 #include "callback/host_callbacks.h"
+#include "callback/ordered_delivery.h"
+#include "callback/plugin_ffi.h"
 #include "callback/registry.h"
+#include "base/thread_pool.h"
 #include "test_env.h"
 
 namespace plugboard {
@@ -523,6 +527,99 @@ TEST_P(CallbackTest, TwoThreadsRunningOneProgramEachReachTheirOwnReceiver) {
     ASSERT_EQ(callers[c].ordered_seen.size(), static_cast<size_t>(kRuns));
     for (int i = 0; i < kRuns; ++i) EXPECT_EQ(callers[c].ordered_seen[static_cast<size_t>(i)], static_cast<uint64_t>(i + 1));
   }
+}
+
+// Executions one after another take the same execute context from the plugin's pool, and the
+// context's slot points each one at its own receiver.
+TEST_P(CallbackTest, ExecutionsOneAfterAnotherReuseAContextAndEachReachesItsOwnReceiver) {
+  std::shared_ptr<HostCallbacks> receivers[2] = {std::make_shared<HostCallbacks>(), std::make_shared<HostCallbacks>()};
+  std::vector<float> seen[2];
+  for (int r = 0; r < 2; ++r)
+    PB_ASSERT_OK(receivers[r]->add_blocking("pb_test_reuse", [&seen, r](const BlockingCall& call) -> Status {
+      seen[r].push_back(values_of<float>(call.operands()[0])[0]);
+      const float tag = static_cast<float>(r + 1);
+      return call.set_result(0, TensorView{DType::kF32, {}, std::as_bytes(std::span(&tag, 1))});
+    }));
+  auto exe = compile(module("%x: tensor<f32>", "tensor<f32>",
+                            "    %0 = stablehlo.custom_call @pb_test_reuse(%x) {api_version = 4 : i32} : (tensor<f32>) -> "
+                            "tensor<f32>\n    return %0 : tensor<f32>\n"),
+                     *receivers[0]);
+  ASSERT_TRUE(exe);
+  auto ffi = internal::plugin_ffi(*client_);
+  PB_ASSERT_OK(ffi);
+  const size_t idle_before = std::max<size_t>((*ffi)->contexts.idle(), 1);  // earlier tests may have left more
+  for (int i = 0; i < 10; ++i) {
+    const int r = i % 2;
+    Buffer x = upload(std::vector<float>{static_cast<float>(i)}, DType::kF32, {});
+    Buffer* args[] = {&x};
+    auto out = execute_with_callbacks(*exe, args, receivers[r]);
+    PB_ASSERT_OK(out);
+    EXPECT_EQ(read<float>((*out)[0]), (std::vector<float>{static_cast<float>(r + 1)})) << "execution " << i;
+    EXPECT_EQ((*ffi)->contexts.idle(), idle_before) << "execution " << i << " made a context of its own";
+  }
+  EXPECT_EQ(seen[0], (std::vector<float>{0, 2, 4, 6, 8}));
+  EXPECT_EQ(seen[1], (std::vector<float>{1, 3, 5, 7, 9}));
+}
+
+// Awaiting needs no delivery thread when the execution has no ordered calls: with every delivery
+// thread held up elsewhere (slow completion functions of other executions), await() still returns.
+// (Before, the completion went through the receiver's queue and the delivery pool, and waited.)
+TEST_P(CallbackTest, AwaitingNeedsNoDeliveryThreadWhenThereAreNoOrderedCalls) {
+  auto receiver = std::make_shared<HostCallbacks>();
+  PB_ASSERT_OK(receiver->add_blocking("pb_test_no_pool", [](const BlockingCall& call) -> Status {
+    return call.set_result(0, call.operands()[0]);
+  }));
+  auto exe = compile(module("%x: tensor<f32>", "tensor<f32>",
+                            "    %0 = stablehlo.custom_call @pb_test_no_pool(%x) {api_version = 4 : i32} : (tensor<f32>) -> "
+                            "tensor<f32>\n    return %0 : tensor<f32>\n"),
+                     *receiver);
+  ASSERT_TRUE(exe);
+  ThreadPool& pool = delivery_pool();
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<size_t> holding{0};
+  for (size_t i = 0; i < pool.max_threads(); ++i)
+    pool.post([released, &holding] {
+      ++holding;
+      released.wait();
+    });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (holding.load() < pool.max_threads() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(holding.load(), pool.max_threads()) << "the delivery threads did not all start";
+  Buffer x = upload(std::vector<float>{4}, DType::kF32, {});
+  auto awaited = std::async(std::launch::async, [&] {
+    Buffer* args[] = {&x};
+    auto out = execute_with_callbacks(*exe, args, receiver);
+    return out ? read<float>((*out)[0]) : std::vector<float>{};
+  });
+  const bool returned = awaited.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  release.set_value();
+  EXPECT_TRUE(returned) << "await() waited for a delivery thread";
+  EXPECT_EQ(awaited.get(), (std::vector<float>{4}));
+}
+
+TEST(ContextPool, KeepsAtMostItsIdleLimitAndHandsOutFreshSlots) {
+  auto client = testing::make_client(cpu_plugins().front().path);
+  ASSERT_TRUE(client);
+  auto ffi = internal::plugin_ffi(*client);
+  PB_ASSERT_OK(ffi);
+  internal::ContextPool pool(2);
+  std::vector<internal::PooledContext> taken;
+  for (int i = 0; i < 3; ++i) {
+    auto c = pool.acquire(*client, *(*ffi)->extension, (*ffi)->type_id);
+    PB_ASSERT_OK(c);
+    ASSERT_NE(c->raw(), nullptr);
+    taken.push_back(std::move(*c));
+  }
+  EXPECT_EQ(pool.idle(), 0u);
+  taken[0].slot().state.store(reinterpret_cast<internal::ExecutionState*>(&taken), std::memory_order_relaxed);
+  taken.clear();
+  EXPECT_EQ(pool.idle(), 2u);  // the third was destroyed
+  auto again = pool.acquire(*client, *(*ffi)->extension, (*ffi)->type_id);
+  PB_ASSERT_OK(again);
+  EXPECT_EQ(pool.idle(), 1u);
+  EXPECT_EQ(again->slot().state.load(), nullptr) << "a context came back still pointing at its last execution";
 }
 
 TEST_P(CallbackTest, ANameBoundTwiceIsRefused) {

@@ -4,11 +4,6 @@
 
 namespace plugboard::internal {
 
-struct PooledContext::Entry {
-  ExecuteContext context;
-  ContextSlot slot;  // attached to `context` as its user data: its address never changes
-};
-
 PooledContext::PooledContext(ContextPool* pool, std::unique_ptr<Entry> entry) : pool_(pool), entry_(std::move(entry)) {}
 
 PooledContext::PooledContext(PooledContext&& other) noexcept

@@ -46,7 +46,10 @@ class PooledContext {
   PJRT_ExecuteContext* raw() const;
   ContextSlot& slot() const;
 
-  struct Entry;
+  struct Entry {
+    ExecuteContext context;
+    ContextSlot slot;  // attached to `context` as its user data: its address never changes
+  };
 
  private:
   friend class ContextPool;
