@@ -89,17 +89,36 @@ void Table::goal(std::string what, double value, double limit, bool at_most) {
                    at_most ? value <= limit : value >= limit});
 }
 
-void print_goal_summary(const std::vector<std::pair<std::string, Goal>>& goals, std::FILE* out) {
+void print_goal_summary(const std::vector<RunGoals>& runs, std::FILE* out) {
+  if (runs.empty()) return;
   Table t;
-  t.title = "summary: every goal of this run";
-  t.header = {"plugin", "goal", "target", "measured", ""};
-  int met = 0;
-  for (const auto& [plugin, g] : goals) {
-    t.rows.push_back({plugin, g.what, g.target, g.measured, g.met ? "\u2713" : "\u2717"});
-    met += g.met ? 1 : 0;
+  t.title = runs.size() == 1 ? "summary: every goal of this run"
+                             : fmt("summary: every goal over %zu consecutive runs", runs.size());
+  t.header = {"plugin", "goal", "target"};
+  for (size_t r = 0; r < runs.size(); ++r) t.header.push_back(runs.size() == 1 ? "measured" : fmt("run %zu", r + 1));
+  t.header.push_back("");
+  // Rows in the first run's order; a goal missing from a later run (its benchmark failed) counts as missed.
+  int met_all = 0;
+  for (const auto& [plugin, first] : runs.front()) {
+    std::vector<std::string> row = {plugin, first.what, first.target};
+    bool met = true;
+    for (const RunGoals& run : runs) {
+      const Goal* g = nullptr;
+      for (const auto& [p, candidate] : run)
+        if (p == plugin && candidate.what == first.what) g = &candidate;
+      row.push_back(g ? g->measured : "-");
+      met = met && g && g->met;
+    }
+    row.push_back(met ? "\u2713" : "\u2717");
+    met_all += met ? 1 : 0;
+    t.rows.push_back(std::move(row));
   }
-  t.notes.push_back(fmt("%d of %zu goals met in this run (one run on a shared machine: see the README for the "
-                        "three-run figures)", met, goals.size()));
+  if (runs.size() == 1)
+    t.notes.push_back(fmt("%d of %zu goals met in this run (one run on a shared machine: --runs 3 repeats it)", met_all,
+                          runs.front().size()));
+  else
+    t.notes.push_back(fmt("%d of %zu goals met in every one of %zu consecutive runs", met_all, runs.front().size(),
+                          runs.size()));
   t.print(out);
 }
 

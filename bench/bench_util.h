@@ -164,8 +164,12 @@ struct Table {
   void goal(std::string what, double value, double limit, bool at_most);
 };
 
-// The summary of every goal, one row each with its plugin, the figure and a check or a cross.
-void print_goal_summary(const std::vector<std::pair<std::string, Goal>>& goals, std::FILE* out = stdout);
+// One run's goals, in the order measured, each with its plugin's label.
+using RunGoals = std::vector<std::pair<std::string, Goal>>;
+
+// The summary of every goal over consecutive runs: one row each with its plugin, each run's figure,
+// and a check when every run met it, else a cross.
+void print_goal_summary(const std::vector<RunGoals>& runs, std::FILE* out = stdout);
 
 // f32 buffers of the given shapes on the client's first device, every element 0.5, ready.
 std::vector<plugboard::Buffer> device_inputs(Context& ctx, const std::vector<std::vector<int64_t>>& shapes);

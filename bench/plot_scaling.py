@@ -4,7 +4,7 @@
     plot_scaling.py BENCH_OUTPUT DELIVERY_OUTPUT BOOT_OUTPUT OUT_DIR
 
 Writes OUT_DIR/threads.png (executions per second against threads, plugboard and the raw C API,
-per plugin), OUT_DIR/program_size.png (compile time and dispatch against the number of ops),
+per plugin: a plain program, and one with a blocking host callback), OUT_DIR/program_size.png (compile time and dispatch against the number of ops),
 OUT_DIR/delivery.png (ordered-callback latency against receivers) and OUT_DIR/boot.png (boot time
 against the targets in a bundle, with the CPU plugin alone).
 """
@@ -27,7 +27,10 @@ for sec in sections:
     tables = {}
     for title, body in re.findall(r"scaling: ([^\n]*)\n[^\n]*\n\s*-+\n((?:\s+\d+\s[^\n]*\n)+)", sec):
         rows = [line.split() for line in body.strip().splitlines()]
-        tables["threads" if title.startswith("executions") else "size"] = rows
+        if title.startswith("executions"):
+            tables["threads_callbacks" if "callback" in title else "threads"] = rows
+        else:
+            tables["size"] = rows
     plugins[name] = tables
 
 
@@ -41,19 +44,23 @@ def column(rows, k, kind=float):
     return [kind(r[k]) for r in rows]
 
 
-fig, ax = plt.subplots(figsize=(7, 4.5))
-for i, (name, t) in enumerate(plugins.items()):
-    if "threads" not in t:
-        continue
-    rows = t["threads"]
-    plot_pair(ax, column(rows, 0, int), column(rows, 1), column(rows, 2), i, name)
-ax.set_xscale("log", base=2)
-ax.set_ylim(bottom=0)
-ax.set_xlabel("threads executing on one client")
-ax.set_ylabel("executions per second (add f32[4])")
-ax.set_title("Throughput vs callers: plugboard (execute_into) and the raw C API")
-ax.legend(fontsize=7)
-ax.grid(True, alpha=0.3)
+fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+for ax, key, what in ((axes[0], "threads", "add f32[4]"),
+                      (axes[1], "threads_callbacks", "y = cb(x) + cb(x), a blocking host callback")):
+    for i, (name, t) in enumerate(plugins.items()):
+        if key not in t:
+            continue
+        rows = t[key]
+        plot_pair(ax, column(rows, 0, int), column(rows, 1), column(rows, 2), i, name)
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("threads executing on one client")
+    ax.set_ylabel(f"executions per second ({what})")
+    ax.legend(fontsize=7)
+    ax.grid(True, alpha=0.3)
+axes[0].set_title("plain: plugboard (execute_into) and the raw C API")
+axes[1].set_title("with a host callback: execute_with_callbacks and a raw FFI handler", fontsize=10)
+fig.suptitle("Throughput vs callers on one client")
 fig.tight_layout()
 fig.savefig(f"{out}/threads.png", dpi=110)
 

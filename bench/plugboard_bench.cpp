@@ -1,11 +1,12 @@
 // plugboard_bench: plugboard against the raw PJRT C API, per plugin, in one run.
 //
-//   plugboard_bench [--plugin PATH]... [--quick] [--cases DIR] [--only dispatch|transfer|compile|cache|threads|size]...
+//   plugboard_bench [--plugin PATH]... [--quick] [--runs N] [--cases DIR] [--only dispatch|transfer|compile|cache|threads|size]...
 //
 // With no --plugin: the three XLA CPU plugins from the dependency cache, where present.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,10 +25,12 @@ namespace {
 
 void usage(std::FILE* out) {
   std::fprintf(out,
-               "usage: plugboard_bench [--plugin PATH]... [--quick] [--cases DIR] [--only NAME]...\n"
+               "usage: plugboard_bench [--plugin PATH]... [--quick] [--runs N] [--cases DIR] [--only NAME]...\n"
                "  --plugin PATH  a PJRT plugin to measure (repeatable; default: the XLA CPU plugins 0.81,\n"
                "                 0.106, 0.115 under %s/files)\n"
                "  --quick        fewer and shorter repetitions (under ~15 s for three plugins)\n"
+               "  --runs N       the whole benchmark N times in a row; the summary shows every run's figure\n"
+               "                 and checks a goal only when all N met it (default 1)\n"
                "  --cases DIR    the conformance cases folder (default %s/cases)\n"
                "  --only NAME    run only dispatch, transfer, compile, cache, threads or size (repeatable)\n",
                PLUGBOARD_DEPS_DIR, PLUGBOARD_CONFORMANCE_DIR);
@@ -44,6 +47,62 @@ std::vector<std::filesystem::path> default_plugins() {
   return out;
 }
 
+// Every wanted benchmark on one plugin, printing its tables and adding its goals to `goals`.
+// Returns the number of failures (a plugin that does not load, a benchmark that throws).
+int measure_plugin(const std::filesystem::path& path, const pbbench::Options& opt,
+                   const std::function<bool(const char*)>& wanted, pbbench::RunGoals& goals) {
+  using namespace pbbench;
+  int failures = 0;
+  const auto t_plugin = Clock::now();
+  auto plugin = plugboard::load_plugin(path);
+  if (!plugin) {
+    std::printf("== %s: cannot load: %s\n\n", path.c_str(), plugin.error().to_string().c_str());
+    return 1;
+  }
+  auto client = plugboard::Client::create(*plugin);
+  if (!client) {
+    std::printf("== %s: cannot create a client: %s\n\n", path.c_str(), client.error().to_string().c_str());
+    return 1;
+  }
+  const double setup_s = std::chrono::duration<double>(Clock::now() - t_plugin).count();
+  Context ctx;
+  ctx.client = *client;
+  ctx.api = (*plugin)->api().raw();
+  ctx.raw_client = ctx.client->raw();
+  ctx.raw_device = ctx.client->device_handle(0);
+  ctx.opt = opt;
+  ctx.label = path.filename().string() + " (PJRT " + (*plugin)->version().to_string() + ")";
+  std::printf("== %s  PJRT %s, platform %s %s, %zu device(s)\n   %s (load + client: %.1f s)\n\n",
+              path.filename().c_str(), (*plugin)->version().to_string().c_str(), ctx.client->platform_name().c_str(),
+              ctx.client->platform_version().c_str(), ctx.client->devices().size(), path.c_str(), setup_s);
+  std::fflush(stdout);
+
+  struct Entry {
+    const char* name;
+    Table (*fn)(Context&);
+  };
+  for (const Entry& e : {Entry{"dispatch", &bench_dispatch}, Entry{"transfer", &bench_transfer},
+                         Entry{"compile", &bench_compile}, Entry{"cache", &bench_compile_cache},
+                         Entry{"threads", &bench_threads}, Entry{"threads", &bench_threads_callbacks},
+                         Entry{"size", &bench_program_size}}) {
+    if (!wanted(e.name)) continue;
+    try {
+      const auto t0 = Clock::now();
+      Table table = e.fn(ctx);
+      table.notes.push_back(fmt("(%s took %.1f s)", e.name, std::chrono::duration<double>(Clock::now() - t0).count()));
+      table.print();
+      for (const Goal& g : table.goals) goals.emplace_back(ctx.label, g);
+    } catch (const std::exception& ex) {
+      std::printf(" %s: FAILED: %s\n\n", e.name, ex.what());
+      ++failures;
+    }
+    std::fflush(stdout);
+  }
+  std::printf("   (%s: %.1f s)\n\n", path.filename().c_str(),
+              std::chrono::duration<double>(Clock::now() - t_plugin).count());
+  return failures;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -52,6 +111,7 @@ int main(int argc, char** argv) {
   opt.cases = std::filesystem::path(PLUGBOARD_CONFORMANCE_DIR) / "cases";
   std::vector<std::filesystem::path> plugins;
   std::vector<std::string> only;
+  int runs = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -65,6 +125,14 @@ int main(int argc, char** argv) {
     else if (a == "--quick") opt.quick = true;
     else if (a == "--cases") opt.cases = next();
     else if (a == "--only") only.push_back(next());
+    else if (a == "--runs") {
+      const std::string n = next();
+      runs = std::atoi(n.c_str());
+      if (runs < 1 || runs > 100 || std::to_string(runs) != n) {
+        std::fprintf(stderr, "plugboard_bench: --runs takes a whole number from 1 to 100, not '%s'\n", n.c_str());
+        return 2;
+      }
+    }
     else if (a == "-h" || a == "--help") {
       usage(stdout);
       return 0;
@@ -80,7 +148,9 @@ int main(int argc, char** argv) {
                    o.c_str());
       return 2;
     }
-  auto wanted = [&](const char* name) { return only.empty() || std::find(only.begin(), only.end(), name) != only.end(); };
+  std::function<bool(const char*)> wanted = [&](const char* name) {
+    return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
+  };
   if (plugins.empty()) plugins = default_plugins();
   if (plugins.empty()) {
     std::fprintf(stderr, "plugboard_bench: no plugins given and none found under %s/files (run scripts/setup.sh)\n",
@@ -90,62 +160,14 @@ int main(int argc, char** argv) {
 
   const auto t_start = Clock::now();
   int failures = 0;
-  std::vector<std::pair<std::string, Goal>> goals;
+  std::vector<RunGoals> goals(static_cast<size_t>(runs));
   std::printf("plugboard_bench%s: %zu plugin(s); medians over interleaved repetitions\n\n",
               opt.quick ? " --quick" : "", plugins.size());
-  for (const auto& path : plugins) {
-    const auto t_plugin = Clock::now();
-    auto plugin = plugboard::load_plugin(path);
-    if (!plugin) {
-      std::printf("== %s: cannot load: %s\n\n", path.c_str(), plugin.error().to_string().c_str());
-      ++failures;
-      continue;
-    }
-    auto client = plugboard::Client::create(*plugin);
-    if (!client) {
-      std::printf("== %s: cannot create a client: %s\n\n", path.c_str(), client.error().to_string().c_str());
-      ++failures;
-      continue;
-    }
-    const double setup_s = std::chrono::duration<double>(Clock::now() - t_plugin).count();
-    Context ctx;
-    ctx.client = *client;
-    ctx.api = (*plugin)->api().raw();
-    ctx.raw_client = ctx.client->raw();
-    ctx.raw_device = ctx.client->device_handle(0);
-    ctx.opt = opt;
-    ctx.label = path.filename().string() + " (PJRT " + (*plugin)->version().to_string() + ")";
-    std::printf("== %s  PJRT %s, platform %s %s, %zu device(s)\n   %s (load + client: %.1f s)\n\n",
-                path.filename().c_str(), (*plugin)->version().to_string().c_str(),
-                ctx.client->platform_name().c_str(), ctx.client->platform_version().c_str(),
-                ctx.client->devices().size(), path.c_str(), setup_s);
-    std::fflush(stdout);
-
-    struct Entry {
-      const char* name;
-      Table (*fn)(Context&);
-    };
-    for (const Entry& e : {Entry{"dispatch", &bench_dispatch}, Entry{"transfer", &bench_transfer},
-                           Entry{"compile", &bench_compile}, Entry{"cache", &bench_compile_cache},
-                           Entry{"threads", &bench_threads}, Entry{"threads", &bench_threads_callbacks},
-                           Entry{"size", &bench_program_size}}) {
-      if (!wanted(e.name)) continue;
-      try {
-        const auto t0 = Clock::now();
-        Table table = e.fn(ctx);
-        table.notes.push_back(fmt("(%s took %.1f s)", e.name, std::chrono::duration<double>(Clock::now() - t0).count()));
-        table.print();
-        for (const Goal& g : table.goals) goals.emplace_back(ctx.label, g);
-      } catch (const std::exception& ex) {
-        std::printf(" %s: FAILED: %s\n\n", e.name, ex.what());
-        ++failures;
-      }
-      std::fflush(stdout);
-    }
-    std::printf("   (%s: %.1f s)\n\n", path.filename().c_str(),
-                std::chrono::duration<double>(Clock::now() - t_plugin).count());
+  for (int run = 0; run < runs; ++run) {
+    if (runs > 1) std::printf("######## run %d of %d\n\n", run + 1, runs);
+    for (const auto& path : plugins) failures += measure_plugin(path, opt, wanted, goals[static_cast<size_t>(run)]);
   }
-  if (!goals.empty()) print_goal_summary(goals);
+  if (!goals.front().empty()) print_goal_summary(goals);
   std::printf("total %.1f s%s\n", std::chrono::duration<double>(Clock::now() - t_start).count(),
               failures ? fmt(", %d failure(s)", failures).c_str() : "");
   return failures ? 1 : 0;

@@ -114,10 +114,15 @@ double executions_per_second(int threads, double seconds, MakeBody make_body) {
   return static_cast<double>(total.load()) / elapsed;
 }
 
+// Which goal a thread table checks: each pb/raw within 1.05 (plain dispatch), or each pb/raw within
+// 1.10 of the one-thread pb/raw (flat: what plugboard adds does not grow with the callers).
+enum class ThreadGoal { kWithinRaw, kFlat };
+
 // One row per thread count: raw and plugboard rates, interleaved and paired, and the goal.
-void thread_rows(Table& t, const char* what, double seconds, int reps,
+void thread_rows(Table& t, const char* what, ThreadGoal goal, double seconds, int reps,
                  const std::function<std::function<void()>(int)>& make_raw,
                  const std::function<std::function<void()>(int)>& make_pb) {
+  double one_thread = 0;
   for (int threads : {1, 2, 4, 8, 16}) {
     std::vector<double> raw_rates, pb_rates, ratios;
     for (int r = 0; r < reps; ++r) {  // interleaved: raw, then plugboard
@@ -126,9 +131,20 @@ void thread_rows(Table& t, const char* what, double seconds, int reps,
       ratios.push_back(raw_rates.back() / pb_rates.back());  // time ratio pb/raw
     }
     const double ratio = median(ratios);
-    t.rows.push_back({std::to_string(threads), fmt("%.0f", median(raw_rates)), fmt("%.0f", median(pb_rates)),
-                      fmt("%.3fx", ratio), ratio <= 1.05 ? "<=1.05 ok" : "<=1.05 MISS"});
-    t.goal(fmt("%d thread(s) on one client%s: time per execution pb/raw", threads, what), ratio, 1.05, true);
+    if (threads == 1) one_thread = ratio;
+    std::vector<std::string> row = {std::to_string(threads), fmt("%.0f", median(raw_rates)), fmt("%.0f", median(pb_rates)),
+                                    fmt("%.3fx", ratio)};
+    if (goal == ThreadGoal::kWithinRaw) {
+      row.push_back(ratio <= 1.05 ? "<=1.05 ok" : "<=1.05 MISS");
+      t.goal(fmt("%d thread(s) on one client%s: time per execution pb/raw", threads, what), ratio, 1.05, true);
+    } else {
+      const double flat = ratio / one_thread;
+      row.push_back(fmt("%.3fx", flat));
+      row.push_back(flat <= 1.10 ? "<=1.10 ok" : "<=1.10 MISS");
+      if (threads > 1)
+        t.goal(fmt("%d threads on one client%s: pb/raw over the 1-thread pb/raw", threads, what), flat, 1.10, true);
+    }
+    t.rows.push_back(std::move(row));
   }
 }
 
@@ -153,7 +169,7 @@ Table bench_threads(Context& ctx) {
   t.title = "scaling: executions per second of add f32[4] on one client vs threads";
   t.header = {"threads", "raw C API /s", "plugboard /s", "pb/raw", "goal"};
   thread_rows(
-      t, "", seconds, reps,
+      t, "", ThreadGoal::kWithinRaw, seconds, reps,
       [&](int) -> std::function<void()> {
         return [run = std::make_shared<RawExecution>(ctx.api, add.raw->get(), std::span<PJRT_Buffer* const>(raw_args), 1)] { run->run(); };
       },
@@ -218,9 +234,9 @@ Table bench_threads_callbacks(Context& ctx) {
     t.title += ": counted under callgrind, not timed";
     return t;
   }
-  t.header = {"threads", "raw C API /s", "plugboard /s", "pb/raw", "goal"};
+  t.header = {"threads", "raw C API /s", "plugboard /s", "pb/raw", "vs 1 thread", "goal"};
   thread_rows(
-      t, " with a callback", seconds, reps,
+      t, " with a callback", ThreadGoal::kFlat, seconds, reps,
       [&](int) -> std::function<void()> {
         return [run = std::make_shared<RawExecution>(ctx.api, raw_side.raw->get(), std::span<PJRT_Buffer* const>(raw_args), 1)] {
           run->run();
@@ -230,8 +246,11 @@ Table bench_threads_callbacks(Context& ctx) {
         return [&] { (void)value_or_throw(execute_with_callbacks(*pb_side.exe, args, receiver), "execute_with_callbacks"); };
       });
   t.notes.push_back("raw: an XLA FFI handler registered through the plugin's FFI extension, no execution context; "
-                    "plugboard: execute_with_callbacks (a PJRT_ExecuteContext per execution carrying the receiver)");
-  t.notes.push_back("pb/raw: time per execution, plugboard over raw, median of paired runs");
+                    "plugboard: execute_with_callbacks (a pooled PJRT_ExecuteContext per execution, routing the call "
+                    "to this execution's receiver)");
+  t.notes.push_back("pb/raw: time per execution, plugboard over raw, median of paired runs; goal: flat, each pb/raw "
+                    "within 1.10 of the 1-thread pb/raw (the per-execution routing is a fixed cost: "
+                    "scripts/bench_instructions.sh counts it)");
   return t;
 }
 

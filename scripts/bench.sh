@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds plugboard_bench in build/ and runs it; arguments go to the benchmark:
 #
-#   scripts/bench.sh [--plugin PATH]... [--quick] [--cases DIR] [--only dispatch|transfer|compile|cache]...
+#   scripts/bench.sh [--plugin PATH]... [--quick] [--runs N] [--cases DIR] [--only dispatch|transfer|compile|cache|threads|size]...
+#
+# --runs 3 repeats the whole benchmark three times in a row and checks a goal only when all three
+# runs met it (the issue-16 criterion).
 #
 # Environment: BUILD_DIR (default: <repo>/build). A missing build folder is set up with scripts/setup.sh.
 set -euo pipefail
