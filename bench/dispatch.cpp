@@ -114,7 +114,7 @@ Result run_case(Context& ctx, const Case& c) {
   // Many short repetitions: on a loaded machine the median of many paired ratios is steadier than
   // a few long ones.
   const double rep_s = (quick ? 0.03 : 0.12) * c.rep_scale;
-  const int reps = quick ? 7 : 13;
+  const int reps = quick ? 7 : 21;
   const int64_t iters = calibrate(variants[0], rep_s, 10);
   auto times = run_interleaved(variants, {iters, iters, iters}, reps);
 

@@ -162,8 +162,9 @@ Table bench_threads(Context& ctx) {
   std::vector<Buffer> inputs = device_inputs(ctx, {{4}, {4}});
   Buffer* args[] = {&inputs[0], &inputs[1]};
   PJRT_Buffer* raw_args[] = {inputs[0].raw(), inputs[1].raw()};
-  const double seconds = ctx.opt.quick ? 0.1 : 0.3;
-  const int reps = ctx.opt.quick ? 1 : 3;
+  // Short paired repetitions, many of them: threads on 2 cores make each one noisy.
+  const double seconds = ctx.opt.quick ? 0.1 : 0.2;
+  const int reps = ctx.opt.quick ? 1 : 7;
 
   Table t;
   t.title = "scaling: executions per second of add f32[4] on one client vs threads";
@@ -220,8 +221,9 @@ Table bench_threads_callbacks(Context& ctx) {
   }
   Buffer* args[] = {&inputs[0]};
   PJRT_Buffer* raw_args[] = {inputs[0].raw()};
-  const double seconds = ctx.opt.quick ? 0.1 : 0.3;
-  const int reps = ctx.opt.quick ? 1 : 3;
+  // Short paired repetitions, many of them: threads on 2 cores make each one noisy.
+  const double seconds = ctx.opt.quick ? 0.1 : 0.2;
+  const int reps = ctx.opt.quick ? 1 : 7;
 
   Table t;
   t.title = "scaling: executions per second of y = cb(x) + cb(x), a blocking host callback, vs threads";
