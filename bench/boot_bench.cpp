@@ -2,9 +2,10 @@
 // (probes, stamps, fallback past targets that fail) against loading the CPU plugin alone, measured in
 // the same run, sample by sample. Each sample is a fresh process (this binary, spawned in a child
 // mode), timed from posix_spawn to its exit right after the client is ready. Also: bundle bytes for
-// N targets against N single-target bundles.
+// N targets against N single-target bundles. With --runs N, the whole measurement N times in a row,
+// and how far the runs' flatness figures are apart (the goal: within 5% run to run).
 //
-//   boot_bench CPU_PLUGIN BUNDLE_DIR... [--samples N]
+//   boot_bench CPU_PLUGIN BUNDLE_DIR... [--samples N] [--runs N]
 #include <fcntl.h>
 #include <spawn.h>
 #include <unistd.h>
@@ -115,33 +116,7 @@ bool measure(const std::string& exe, const std::string& dir, const std::string& 
   return true;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc == 3 && std::strcmp(argv[1], "--child-bundle") == 0) return child_bundle(argv[2]);
-  if (argc == 3 && std::strcmp(argv[1], "--child-plugin") == 0) return child_plugin(argv[2]);
-  std::vector<std::string> bundles;
-  std::string cpu;
-  int samples = 15;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--samples") == 0 && i + 1 < argc) samples = std::atoi(argv[++i]);
-    else if (cpu.empty()) cpu = argv[i];
-    else bundles.emplace_back(argv[i]);
-  }
-  if (cpu.empty() || bundles.empty() || samples < 1) {
-    std::fprintf(stderr, "usage: boot_bench CPU_PLUGIN BUNDLE_DIR... [--samples N]\n");
-    return 2;
-  }
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  exe[n > 0 ? n : 0] = 0;
-
-  std::vector<BundleRow> rows;
-  for (const auto& dir : bundles) {
-    BundleRow row;
-    if (!measure(exe, dir, cpu, samples, row)) return 1;
-    rows.push_back(row);
-  }
+void print_rows(const std::vector<BundleRow>& rows, int samples) {
   std::printf("process start -> ready client: each bundle's boot against the CPU plugin alone (load_plugin +\n"
               "Client::create), %d fresh processes each, interleaved; ratio: median of the paired per-sample ratios\n",
               samples);
@@ -152,6 +127,62 @@ int main(int argc, char** argv) {
     const double flat = r.paired_ratio / rows.front().paired_ratio;
     std::printf("  %8zu %10.1f %10.1f %10.3f %14.3f %14s %8.1f / %.1f MiB\n", r.targets, r.boot_ms, r.alone_ms,
                 r.paired_ratio, flat, flat <= 1.10 ? "<=1.10 \u2713" : "<=1.10 \u2717", r.together_mib, r.separate_mib);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--child-bundle") == 0) return child_bundle(argv[2]);
+  if (argc == 3 && std::strcmp(argv[1], "--child-plugin") == 0) return child_plugin(argv[2]);
+  std::vector<std::string> bundles;
+  std::string cpu;
+  int samples = 25, runs = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--samples") == 0 && i + 1 < argc) samples = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) runs = std::atoi(argv[++i]);
+    else if (cpu.empty()) cpu = argv[i];
+    else bundles.emplace_back(argv[i]);
+  }
+  if (cpu.empty() || bundles.empty() || samples < 1 || runs < 1) {
+    std::fprintf(stderr, "usage: boot_bench CPU_PLUGIN BUNDLE_DIR... [--samples N] [--runs N]\n");
+    return 2;
+  }
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  exe[n > 0 ? n : 0] = 0;
+
+  std::vector<std::vector<BundleRow>> all_runs;
+  for (int run = 0; run < runs; ++run) {
+    std::vector<BundleRow> rows;
+    for (const auto& dir : bundles) {
+      BundleRow row;
+      if (!measure(exe, dir, cpu, samples, row)) return 1;
+      rows.push_back(row);
+    }
+    if (runs > 1) std::printf("run %d of %d: ", run + 1, runs);
+    print_rows(rows, samples);
+    all_runs.push_back(std::move(rows));
+  }
+  if (runs > 1) {
+    // Run to run: each bundle's "vs first" figure, and how far apart the runs are (max / min - 1).
+    std::printf("run to run: each bundle's boot against the first bundle's, per run; goal: within 5%%\n");
+    std::printf("  %8s %28s %12s %14s\n", "targets", "vs first, run by run", "apart", "goal");
+    for (size_t b = 0; b < bundles.size(); ++b) {
+      std::string figures;
+      double lo = 1e300, hi = 0;
+      for (const auto& rows : all_runs) {
+        const double flat = rows[b].paired_ratio / rows.front().paired_ratio;
+        char cell[32];
+        std::snprintf(cell, sizeof cell, "%s%.3f", figures.empty() ? "" : " / ", flat);
+        figures += cell;
+        lo = std::min(lo, flat);
+        hi = std::max(hi, flat);
+      }
+      const double apart = hi / lo - 1;
+      std::printf("  %8zu %28s %11.1f%% %14s\n", all_runs.front()[b].targets, figures.c_str(), apart * 100,
+                  apart <= 0.05 ? "<=5% \u2713" : "<=5% \u2717");
+    }
   }
   return 0;
 }

@@ -5,7 +5,9 @@
 # start -> ready client through each bundle's boot against loading the CPU plugin alone, paired sample
 # by sample in the same run.
 #
-#   scripts/bench_boot.sh [--samples N] [--targets "1 2 5 10 20"]
+#   scripts/bench_boot.sh [--samples N] [--runs N] [--targets "1 2 5 10 20"]
+#
+# --runs 2 measures everything twice in a row and shows how far apart the two runs are.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=${BUILD_DIR:-$root/build}

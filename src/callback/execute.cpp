@@ -112,7 +112,6 @@ void CallbackExecution::queue_completion() noexcept {
   completion_queued_ = true;
   bool registered = false;
   try {
-    state_->completed = std::make_shared<std::latch>(2);
     registered = done_.on_ready([state = state_](Status executed) mutable {
                         complete_after_ordered_calls(std::move(state), std::move(executed));
                       }).has_value();
@@ -120,7 +119,7 @@ void CallbackExecution::queue_completion() noexcept {
     // No memory for the continuation: the program may be running and use the state, so it must not
     // be released now. Waited for here instead (the only path that waits).
   }
-  if (!registered && state_->completed) complete_after_ordered_calls(state_, done_.await());
+  if (!registered) complete_after_ordered_calls(state_, done_.await());
 }
 
 namespace internal {
@@ -205,8 +204,10 @@ Expected<CallbackExecution> execute_with_callbacks_async(const Executable& execu
     PB_HAPPENS_BEFORE(state.get());  // published to the plugin's threads (the FFI handler reads it)
     auto started = executable.execute_async(args, options);
     if (!started) {
-      // Whatever ordered calls it made before failing are still delivered first.
+      // Whatever ordered calls it made before failing are still delivered first. The plugin holds
+      // nothing of an execution it refused: the state goes with this function, and nothing is queued.
       state->receiver->delivery().wait_for(state->last_ticket.load());
+      run.state_.reset();
       return std::unexpected(std::move(started).error());
     }
     run.outputs = std::move(started->outputs);

@@ -31,14 +31,14 @@ struct ExecutionState : std::enable_shared_from_this<ExecutionState> {
   std::optional<Status> outcome;              // set by complete(), after the last ordered call
   std::function<void(Status)> on_complete;    // who to tell then
   bool on_complete_taken = false;
-  // Made when the completion is queued (CallbackExecution::queue_completion), before the plugin's
-  // event can fire. Counted down twice once the execution is complete: by the plugin's thread that
-  // queued the completion (which keeps no reference to this state), and by the delivery-pool task
-  // that ran the caller's on_complete and let go of its reference. await() waits for both, so that
-  // whoever awaits holds the last reference to the execution's plugin objects (context, program):
-  // they are never run down by a pool thread while the caller goes on (or the process exits), nor
-  // ever on a plugin thread inside its own event callback.
-  std::shared_ptr<std::latch> completed;
+  // Used when the completion is queued (CallbackExecution::queue_completion). Counted down twice
+  // once the execution is complete: by the plugin's thread that queued the completion (which keeps no
+  // reference to this state), and by the delivery-pool task that ran the caller's on_complete and let
+  // go of its reference. await() waits for both, so that whoever awaits holds the last reference to
+  // the execution's plugin objects (context, program): they are never run down by a pool thread while
+  // the caller goes on (or the process exits), nor ever on a plugin thread inside its own event
+  // callback. Made with the state, so that queuing the completion cannot fail for want of memory.
+  std::shared_ptr<std::latch> completed = std::make_shared<std::latch>(2);
 
   void record_ordered_error(Error e) {
     std::lock_guard lock(mutex);

@@ -97,6 +97,12 @@ Client::~Client() {
   (void)PB_PJRT_CALL(plugin_->api(), PJRT_Client_Destroy, args);
 }
 
+Expected<PJRT_ExecuteContext*> Client::empty_execute_context() const {
+  std::call_once(empty_context_once_, [this] { empty_context_.emplace(ExecuteContext::create(*this)); });
+  if (!*empty_context_) return std::unexpected(empty_context_->error());
+  return (*empty_context_)->raw();
+}
+
 std::string Client::label() const { return plugin_->path().filename().string() + " (" + platform_name_ + ")"; }
 
 Status Client::check_array(size_t bytes, DType dtype, std::span<const int64_t> dims, int device_index) const {

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -17,6 +18,7 @@
 #include "runtime/buffer.h"
 #include "runtime/compile_options.h"
 #include "runtime/executable.h"
+#include "runtime/execute_context.h"
 #include "runtime/pjrt_handles.h"
 #include "runtime/program.h"
 
@@ -113,6 +115,12 @@ class Client : public std::enable_shared_from_this<Client> {
   PJRT_Client* raw() const { return client_; }
   PJRT_Device* device_handle(int index) const { return device_handles_[static_cast<size_t>(index)]; }
 
+  // An execute context with nothing in it, for the executions that must carry one and bring none (see
+  // Plugin::require_execute_context). Made on first use and shared: nothing ever writes to it, so
+  // concurrent executions may all pass it. Lives as long as the client, which an execution in flight
+  // keeps alive.
+  Expected<PJRT_ExecuteContext*> empty_execute_context() const;
+
  private:
   Client() = default;
   Status check_array(size_t bytes, DType dtype, std::span<const int64_t> dims, int device_index) const;
@@ -128,6 +136,8 @@ class Client : public std::enable_shared_from_this<Client> {
   std::vector<DeviceInfo> devices_;
   std::vector<PJRT_Device*> device_handles_;
   std::unique_ptr<HostBlockPool> host_pool_ = std::make_unique<HostBlockPool>();
+  mutable std::once_flag empty_context_once_;
+  mutable std::optional<Expected<ExecuteContext>> empty_context_;  // set once, under empty_context_once_
 };
 
 }  // namespace plugboard

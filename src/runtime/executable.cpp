@@ -5,7 +5,6 @@
 #include "base/no_throw.h"
 #include "plugin/plugin_output.h"
 #include "runtime/client.h"
-#include "runtime/execute_context.h"
 #include "runtime/executable_internal.h"
 
 namespace plugboard {
@@ -265,7 +264,7 @@ Status Executable::check_args(std::span<Buffer* const> args, const ExecuteOption
 }
 
 Status Executable::launch(std::span<Buffer* const> args, const ExecuteOptions& options, PJRT_Buffer** out_list,
-                          PJRT_Event** complete, ExecuteContext& context) const {
+                          PJRT_Event** complete) const {
   PB_RETURN_IF_ERROR(check_args(args, options));
   const abi::Api& api = client_->plugin().api();
 
@@ -281,10 +280,9 @@ Status Executable::launch(std::span<Buffer* const> args, const ExecuteOptions& o
   auto opts = PB_PJRT_ARGS(PJRT_ExecuteOptions);
   opts.context = options.context;
   if (!opts.context && client_->plugin().needs_execute_context()) {  // see Plugin::require_execute_context
-    auto created = ExecuteContext::create(*client_);
-    if (!created) return std::unexpected(std::move(created).error().annotate("executing " + name_));
-    context = std::move(*created);
-    opts.context = context.raw();
+    auto shared = client_->empty_execute_context();
+    if (!shared) return std::unexpected(std::move(shared).error().annotate("executing " + name_));
+    opts.context = *shared;
   }
   if (options.donate.empty() && args.size() <= all_arg_indices_.size()) {
     opts.non_donatable_input_indices = all_arg_indices_.data();
@@ -359,16 +357,10 @@ Expected<Execution> Executable::execute_async(std::span<Buffer* const> args, con
     const size_t n_out = signature_.results.size();
     OutputSlots slots(n_out);
     PJRT_Event* complete[1] = {nullptr};
-    ExecuteContext empty_context;
-    PB_RETURN_IF_ERROR(launch(args, options, slots.data(), complete, empty_context));
+    PB_RETURN_IF_ERROR(launch(args, options, slots.data(), complete));
 
     Execution result;
     result.done = Event(client_, complete[0]);
-    if (empty_context.raw()) {
-      // Released once the execution is done with it (at once, if it already is).
-      auto keep = std::make_shared<ExecuteContext>(std::move(empty_context));
-      if (!result.done.on_ready([keep](Status) mutable { keep.reset(); })) (void)result.done.await();
-    }
     result.outputs.resize(n_out);
     PB_RETURN_IF_ERROR(adopt_outputs(slots.data(), result.outputs, options.device));
     return result;
@@ -381,9 +373,8 @@ Status Executable::execute_into(std::span<Buffer* const> args, std::vector<Buffe
     const size_t n_out = signature_.results.size();
     OutputSlots slots(n_out);
     PJRT_Event* complete[1] = {nullptr};
-    ExecuteContext empty_context;  // outlives the wait below
     // A refused call ran nothing: `outputs` stays as it was (its buffers may be this call's arguments).
-    if (auto st = launch(args, options, slots.data(), complete, empty_context); !st) return st;
+    if (auto st = launch(args, options, slots.data(), complete); !st) return st;
     // The event is awaited and destroyed here: no Event object (and no client reference) is made.
     Status done = ok();
     if (complete[0]) {

@@ -25,7 +25,6 @@ class Api;
 }
 struct CompileOptions;
 class Program;
-class ExecuteContext;
 namespace internal {
 Status describe(const abi::Api& api, Executable& exe, const std::string& doing);
 Expected<std::shared_ptr<Executable>> adopt_loaded(std::shared_ptr<const Client> client, PJRT_LoadedExecutable* loaded,
@@ -127,9 +126,10 @@ class Executable : public std::enable_shared_from_this<Executable> {
   Executable() = default;
   Status check_args(std::span<Buffer* const> args, const ExecuteOptions& options) const;
   // PJRT_LoadedExecutable_Execute of checked arguments; `out_list` (num_outputs() slots) receives the
-  // outputs, `complete` the event, `context` an empty execute context when the plugin needs one.
+  // outputs, `complete` the event. A plugin that needs an execute context and is given none gets the
+  // client's shared empty one.
   Status launch(std::span<Buffer* const> args, const ExecuteOptions& options, PJRT_Buffer** out_list,
-                PJRT_Event** complete, ExecuteContext& context) const;
+                PJRT_Event** complete) const;
   // Gives the launched outputs owners (`outputs`, num_outputs() of them) and their dims.
   Status adopt_outputs(PJRT_Buffer* const* out_list, std::span<Buffer> outputs, int device) const;
 
