@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <functional>
 #include <string>
 #include <vector>
@@ -103,6 +105,58 @@ int measure_plugin(const std::filesystem::path& path, const pbbench::Options& op
   return failures;
 }
 
+// Runs `body` in a forked child (this process has loaded no plugin yet) and collects the goals it
+// measured through a pipe, one per line: label, what, target, measured and met, tab-separated.
+// Returns the child's failures (1 when it did not finish).
+int run_in_child(const std::function<int(pbbench::RunGoals&)>& body, pbbench::RunGoals& goals) {
+  int fds[2];
+  if (pipe(fds) != 0) {
+    std::perror("plugboard_bench: pipe");
+    return 1;
+  }
+  const pid_t pid = fork();
+  if (pid < 0) {
+    std::perror("plugboard_bench: fork");
+    return 1;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    pbbench::RunGoals measured;
+    const int failures = body(measured);
+    std::string lines;
+    for (const auto& [label, g] : measured)
+      lines += label + "\t" + g.what + "\t" + g.target + "\t" + g.measured + "\t" + (g.met ? "1" : "0") + "\n";
+    for (size_t done = 0; done < lines.size();) {
+      const ssize_t n = write(fds[1], lines.data() + done, lines.size() - done);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    std::fflush(stdout);
+    _exit(std::min(failures, 100));
+  }
+  close(fds[1]);
+  std::string text;
+  char chunk[4096];
+  for (ssize_t n; (n = read(fds[0], chunk, sizeof chunk)) > 0;) text.append(chunk, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = text.find('\n', at);
+    if (end == std::string::npos) break;  // a cut-off last line (the child died writing)
+    std::vector<std::string> cells;
+    for (size_t c = at; c <= end;) {
+      const size_t tab = std::min(text.find('\t', c), end);
+      cells.push_back(text.substr(c, tab - c));
+      c = tab + 1;
+    }
+    if (cells.size() == 5) goals.emplace_back(cells[0], pbbench::Goal{cells[1], cells[2], cells[3], cells[4] == "1"});
+    at = end + 1;
+  }
+  if (!WIFEXITED(status)) return 1;
+  return WEXITSTATUS(status);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -163,9 +217,21 @@ int main(int argc, char** argv) {
   std::vector<RunGoals> goals(static_cast<size_t>(runs));
   std::printf("plugboard_bench%s: %zu plugin(s); medians over interleaved repetitions\n\n",
               opt.quick ? " --quick" : "", plugins.size());
-  for (int run = 0; run < runs; ++run) {
-    if (runs > 1) std::printf("######## run %d of %d\n\n", run + 1, runs);
-    for (const auto& path : plugins) failures += measure_plugin(path, opt, wanted, goals[static_cast<size_t>(run)]);
+  if (runs == 1) {
+    for (const auto& path : plugins) failures += measure_plugin(path, opt, wanted, goals.front());
+  } else {
+    // Each run in a fresh process, as consecutive invocations would be: a plugin is loaded once per
+    // process and keeps what a run did to it (host callbacks set up by the threads table make every
+    // later execution of that plugin carry an execute context).
+    for (int run = 0; run < runs; ++run) {
+      std::printf("######## run %d of %d (a fresh process)\n\n", run + 1, runs);
+      std::fflush(stdout);
+      failures += run_in_child([&](RunGoals& child_goals) {
+        int child_failures = 0;
+        for (const auto& path : plugins) child_failures += measure_plugin(path, opt, wanted, child_goals);
+        return child_failures;
+      }, goals[static_cast<size_t>(run)]);
+    }
   }
   if (!goals.front().empty()) print_goal_summary(goals);
   std::printf("total %.1f s%s\n", std::chrono::duration<double>(Clock::now() - t_start).count(),

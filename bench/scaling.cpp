@@ -7,6 +7,7 @@
 //   program size: compile time and dispatch of a chain of 10, 100, 1,000 elementwise ops.
 // scripts/bench_plots.sh draws both as PNG.
 #include <atomic>
+#include <mutex>
 #include <thread>
 
 #include "abi/ffi.h"
@@ -88,30 +89,55 @@ void compile_both(Context& ctx, const std::string& text, Compiled& out) {
   out.raw = std::make_unique<RawExecutable>(ctx.api, raw_compile(ctx, text, options.serialize()));
 }
 
-// Executions per second of `threads` threads, each running `make_body(thread)()` until the deadline.
-template <typename MakeBody>
-double executions_per_second(int threads, double seconds, MakeBody make_body) {
-  std::atomic<bool> go{false}, stop{false};
-  std::atomic<int64_t> total{0};
+using MakeBody = std::function<std::function<void()>(int)>;
+
+// Executions per second, raw and plugboard, of `threads` threads kept for the whole measurement:
+// `reps` pairs of phases, in each of which every thread runs its raw body (then, next phase, its
+// plugboard body) until the phase's deadline. The same threads run both sides, so neither pays
+// for new threads (nor gets fresher malloc arenas or warmer caches) that the other does not.
+struct PairedRates {
+  std::vector<double> raw, pb;
+};
+PairedRates paired_rates(int threads, double seconds, int reps, const MakeBody& make_raw, const MakeBody& make_pb) {
+  const int phases = 2 * reps;         // even phases raw, odd phases plugboard
+  std::atomic<int> phase{-1};          // the phase running now; `phases` ends the threads
+  std::atomic<bool> stop{false};       // the running phase's deadline has passed
+  std::atomic<int> finished{0};        // threads done with the running phase
+  std::vector<int64_t> counts(static_cast<size_t>(phases), 0);
+  std::mutex counts_mutex;
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
-      auto body = make_body(t);
-      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
-      int64_t n = 0;
-      while (!stop.load(std::memory_order_relaxed)) {
-        body();
-        ++n;
+      const std::function<void()> bodies[2] = {make_raw(t), make_pb(t)};
+      for (int p = 0; p < phases; ++p) {
+        while (phase.load(std::memory_order_acquire) < p) std::this_thread::yield();
+        const std::function<void()>& body = bodies[p % 2];
+        int64_t n = 0;
+        while (!stop.load(std::memory_order_relaxed)) {
+          body();
+          ++n;
+        }
+        {
+          std::lock_guard lock(counts_mutex);
+          counts[static_cast<size_t>(p)] += n;
+        }
+        finished.fetch_add(1, std::memory_order_acq_rel);
       }
-      total += n;
     });
-  const auto t0 = std::chrono::steady_clock::now();
-  go.store(true, std::memory_order_release);
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-  stop = true;
+  PairedRates out;
+  for (int p = 0; p < phases; ++p) {
+    stop.store(false);
+    finished.store(0);
+    const auto t0 = std::chrono::steady_clock::now();
+    phase.store(p, std::memory_order_release);
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    stop.store(true);
+    while (finished.load(std::memory_order_acquire) < threads) std::this_thread::yield();
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    (p % 2 ? out.pb : out.raw).push_back(static_cast<double>(counts[static_cast<size_t>(p)]) / elapsed);
+  }
   for (auto& th : pool) th.join();
-  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return static_cast<double>(total.load()) / elapsed;
+  return out;
 }
 
 // Which goal a thread table checks: each pb/raw within 1.05 (plain dispatch), or each pb/raw within
@@ -120,16 +146,14 @@ enum class ThreadGoal { kWithinRaw, kFlat };
 
 // One row per thread count: raw and plugboard rates, interleaved and paired, and the goal.
 void thread_rows(Table& t, const char* what, ThreadGoal goal, double seconds, int reps,
-                 const std::function<std::function<void()>(int)>& make_raw,
-                 const std::function<std::function<void()>(int)>& make_pb) {
+                 const MakeBody& make_raw, const MakeBody& make_pb) {
   double one_thread = 0;
   for (int threads : {1, 2, 4, 8, 16}) {
-    std::vector<double> raw_rates, pb_rates, ratios;
-    for (int r = 0; r < reps; ++r) {  // interleaved: raw, then plugboard
-      raw_rates.push_back(executions_per_second(threads, seconds, make_raw));
-      pb_rates.push_back(executions_per_second(threads, seconds, make_pb));
-      ratios.push_back(raw_rates.back() / pb_rates.back());  // time ratio pb/raw
-    }
+    const PairedRates rates = paired_rates(threads, seconds, reps, make_raw, make_pb);
+    const std::vector<double>& raw_rates = rates.raw;
+    const std::vector<double>& pb_rates = rates.pb;
+    std::vector<double> ratios;  // time ratio pb/raw of adjacent phases
+    for (size_t r = 0; r < raw_rates.size(); ++r) ratios.push_back(raw_rates[r] / pb_rates[r]);
     const double ratio = median(ratios);
     if (threads == 1) one_thread = ratio;
     std::vector<std::string> row = {std::to_string(threads), fmt("%.0f", median(raw_rates)), fmt("%.0f", median(pb_rates)),
@@ -179,8 +203,9 @@ Table bench_threads(Context& ctx) {
           ok_or_throw(add.exe->execute_into(args, *kept), "execute_into");
         };
       });
-  t.notes.push_back("pb/raw: time per execution, plugboard over raw (raw rate / plugboard rate), median of paired runs");
-  t.notes.push_back("each thread keeps its own outputs (execute_into) or its own RawExecution; one executable, shared inputs");
+  t.notes.push_back("pb/raw: time per execution, plugboard over raw (raw rate / plugboard rate), median over adjacent "
+                    "phases run by the same threads");
+  t.notes.push_back("each thread keeps its own outputs (execute_into) and its own RawExecution; one executable, shared inputs");
   return t;
 }
 
@@ -250,7 +275,7 @@ Table bench_threads_callbacks(Context& ctx) {
   t.notes.push_back("raw: an XLA FFI handler registered through the plugin's FFI extension, no execution context; "
                     "plugboard: execute_with_callbacks (a pooled PJRT_ExecuteContext per execution, routing the call "
                     "to this execution's receiver)");
-  t.notes.push_back("pb/raw: time per execution, plugboard over raw, median of paired runs; goal: flat, each pb/raw "
+  t.notes.push_back("pb/raw: time per execution, plugboard over raw, median over adjacent phases; goal: flat, each pb/raw "
                     "within 1.10 of the 1-thread pb/raw (the per-execution routing is a fixed cost: "
                     "scripts/bench_instructions.sh counts it)");
   return t;
