@@ -45,8 +45,7 @@ def column(rows, k, kind=float):
 
 
 fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-for ax, key, what in ((axes[0], "threads", "add f32[4]"),
-                      (axes[1], "threads_callbacks", "y = cb(x) + cb(x), a blocking host callback")):
+for ax, key in ((axes[0], "threads"), (axes[1], "threads_callbacks")):
     for i, (name, t) in enumerate(plugins.items()):
         if key not in t:
             continue
@@ -55,11 +54,11 @@ for ax, key, what in ((axes[0], "threads", "add f32[4]"),
     ax.set_xscale("log", base=2)
     ax.set_ylim(bottom=0)
     ax.set_xlabel("threads executing on one client")
-    ax.set_ylabel(f"executions per second ({what})")
+    ax.set_ylabel("executions per second")
     ax.legend(fontsize=7)
     ax.grid(True, alpha=0.3)
-axes[0].set_title("plain: plugboard (execute_into) and the raw C API")
-axes[1].set_title("with a host callback: execute_with_callbacks and a raw FFI handler", fontsize=10)
+axes[0].set_title("add f32[4]: execute_into and the raw C API", fontsize=10)
+axes[1].set_title("y = cb(x) + cb(x), a blocking host callback:\nexecute_with_callbacks and a raw FFI handler", fontsize=10)
 fig.suptitle("Throughput vs callers on one client")
 fig.tight_layout()
 fig.savefig(f"{out}/threads.png", dpi=110)
