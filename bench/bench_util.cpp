@@ -97,9 +97,17 @@ void print_goal_summary(const std::vector<RunGoals>& runs, std::FILE* out) {
   t.header = {"plugin", "goal", "target"};
   for (size_t r = 0; r < runs.size(); ++r) t.header.push_back(runs.size() == 1 ? "measured" : fmt("run %zu", r + 1));
   t.header.push_back("");
-  // Rows in the first run's order; a goal missing from a later run (its benchmark failed) counts as missed.
+  // Every goal any run measured, in the order first measured; a goal missing from a run (its
+  // benchmark failed, or the run died) counts as missed there.
+  RunGoals all;
+  for (const RunGoals& run : runs)
+    for (const auto& [plugin, g] : run) {
+      bool seen = false;
+      for (const auto& [p, known] : all) seen = seen || (p == plugin && known.what == g.what);
+      if (!seen) all.emplace_back(plugin, g);
+    }
   int met_all = 0;
-  for (const auto& [plugin, first] : runs.front()) {
+  for (const auto& [plugin, first] : all) {
     std::vector<std::string> row = {plugin, first.what, first.target};
     bool met = true;
     for (const RunGoals& run : runs) {
@@ -115,10 +123,9 @@ void print_goal_summary(const std::vector<RunGoals>& runs, std::FILE* out) {
   }
   if (runs.size() == 1)
     t.notes.push_back(fmt("%d of %zu goals met in this run (one run on a shared machine: --runs 3 repeats it)", met_all,
-                          runs.front().size()));
+                          all.size()));
   else
-    t.notes.push_back(fmt("%d of %zu goals met in every one of %zu consecutive runs", met_all, runs.front().size(),
-                          runs.size()));
+    t.notes.push_back(fmt("%d of %zu goals met in every one of %zu consecutive runs", met_all, all.size(), runs.size()));
   t.print(out);
 }
 

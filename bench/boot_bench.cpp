@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
     else if (cpu.empty()) cpu = argv[i];
     else bundles.emplace_back(argv[i]);
   }
-  if (cpu.empty() || bundles.empty() || samples < 1 || runs < 1) {
+  if (cpu.empty() || bundles.empty() || samples < 1 || runs < 1 || runs > 20) {
     std::fprintf(stderr, "usage: boot_bench CPU_PLUGIN BUNDLE_DIR... [--samples N] [--runs N]\n");
     return 2;
   }
@@ -180,6 +180,10 @@ int main(int argc, char** argv) {
         hi = std::max(hi, flat);
       }
       const double apart = hi / lo - 1;
+      if (b == 0) {  // the first bundle is the reference: 1 by definition
+        std::printf("  %8zu %28s %12s %14s\n", all_runs.front()[b].targets, figures.c_str(), "-", "-");
+        continue;
+      }
       std::printf("  %8zu %28s %11.1f%% %14s\n", all_runs.front()[b].targets, figures.c_str(), apart * 100,
                   apart <= 0.05 ? "<=5% \u2713" : "<=5% \u2717");
     }

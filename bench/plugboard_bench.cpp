@@ -4,8 +4,10 @@
 //
 // With no --plugin: the three XLA CPU plugins from the dependency cache, where present.
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <functional>
@@ -110,7 +112,7 @@ int measure_plugin(const std::filesystem::path& path, const pbbench::Options& op
 // Returns the child's failures (1 when it did not finish).
 int run_in_child(const std::function<int(pbbench::RunGoals&)>& body, pbbench::RunGoals& goals) {
   int fds[2];
-  if (pipe(fds) != 0) {
+  if (pipe2(fds, O_CLOEXEC) != 0) {
     std::perror("plugboard_bench: pipe");
     return 1;
   }
@@ -128,6 +130,7 @@ int run_in_child(const std::function<int(pbbench::RunGoals&)>& body, pbbench::Ru
       lines += label + "\t" + g.what + "\t" + g.target + "\t" + g.measured + "\t" + (g.met ? "1" : "0") + "\n";
     for (size_t done = 0; done < lines.size();) {
       const ssize_t n = write(fds[1], lines.data() + done, lines.size() - done);
+      if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
       done += static_cast<size_t>(n);
     }
@@ -137,10 +140,15 @@ int run_in_child(const std::function<int(pbbench::RunGoals&)>& body, pbbench::Ru
   close(fds[1]);
   std::string text;
   char chunk[4096];
-  for (ssize_t n; (n = read(fds[0], chunk, sizeof chunk)) > 0;) text.append(chunk, static_cast<size_t>(n));
+  for (;;) {
+    const ssize_t n = read(fds[0], chunk, sizeof chunk);
+    if (n > 0) text.append(chunk, static_cast<size_t>(n));
+    else if (n == 0 || errno != EINTR) break;
+  }
   close(fds[0]);
   int status = 0;
-  waitpid(pid, &status, 0);
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
   for (size_t at = 0; at < text.size();) {
     const size_t end = text.find('\n', at);
     if (end == std::string::npos) break;  // a cut-off last line (the child died writing)
@@ -233,7 +241,9 @@ int main(int argc, char** argv) {
       }, goals[static_cast<size_t>(run)]);
     }
   }
-  if (!goals.front().empty()) print_goal_summary(goals);
+  bool any_goal = false;
+  for (const RunGoals& run : goals) any_goal = any_goal || !run.empty();
+  if (any_goal) print_goal_summary(goals);
   std::printf("total %.1f s%s\n", std::chrono::duration<double>(Clock::now() - t_start).count(),
               failures ? fmt(", %d failure(s)", failures).c_str() : "");
   return failures ? 1 : 0;

@@ -8,6 +8,7 @@
 // scripts/bench_plots.sh draws both as PNG.
 #include <atomic>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "abi/ffi.h"
@@ -65,15 +66,17 @@ constexpr char kRawIdentity[] = "pbbench_raw_identity";
 
 void register_raw_identity(Context& ctx) {
   using namespace plugboard;
-  static std::atomic<const void*> registered_on{nullptr};  // once per plugin
+  static std::mutex mutex;
+  static std::set<const Plugin*> registered_on;  // once per plugin (plugins are never unloaded)
   const Plugin& plugin = ctx.client->plugin();
-  if (registered_on.load() == &plugin) return;
+  std::lock_guard lock(mutex);
+  if (registered_on.contains(&plugin)) return;
   const PB_PJRT_FFI_Extension* ext = value_or_throw(abi::find_ffi_extension(plugin.api()), "find_ffi_extension");
   const std::string platform = value_or_throw(callback_platform(*ctx.client), "callback_platform");
   ok_or_throw(abi::ffi_register_handler(plugin.api(), *ext, kRawIdentity, platform,
                                         reinterpret_cast<XLA_FFI_Handler*>(&raw_identity_handler)),
               "registering the raw handler");
-  registered_on = &plugin;
+  registered_on.insert(&plugin);
 }
 
 struct Compiled {
@@ -92,26 +95,32 @@ void compile_both(Context& ctx, const std::string& text, Compiled& out) {
 using MakeBody = std::function<std::function<void()>(int)>;
 
 // Executions per second, raw and plugboard, of `threads` threads kept for the whole measurement:
-// `reps` pairs of phases, in each of which every thread runs its raw body (then, next phase, its
-// plugboard body) until the phase's deadline. The same threads run both sides, so neither pays
+// `reps` pairs of adjacent phases, in each of which every thread runs its raw body (in the other
+// phase, its plugboard body) until the phase's deadline. The same threads run both sides, so neither pays
 // for new threads (nor gets fresher malloc arenas or warmer caches) that the other does not.
 struct PairedRates {
   std::vector<double> raw, pb;
 };
+// Phase p of a pair runs plugboard when true. The order alternates from pair to pair (raw first, then
+// plugboard first, ...), so a steady drift of the machine does not land on one side.
+constexpr bool phase_is_pb(int p) { return ((p % 2) ^ ((p / 2) % 2)) != 0; }
+
 PairedRates paired_rates(int threads, double seconds, int reps, const MakeBody& make_raw, const MakeBody& make_pb) {
-  const int phases = 2 * reps;         // even phases raw, odd phases plugboard
+  const int phases = 2 * reps;
   std::atomic<int> phase{-1};          // the phase running now; `phases` ends the threads
   std::atomic<bool> stop{false};       // the running phase's deadline has passed
   std::atomic<int> finished{0};        // threads done with the running phase
+  std::atomic<int> ready{0};           // threads that made their bodies and wait for phase 0
   std::vector<int64_t> counts(static_cast<size_t>(phases), 0);
   std::mutex counts_mutex;
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
       const std::function<void()> bodies[2] = {make_raw(t), make_pb(t)};
+      ready.fetch_add(1, std::memory_order_acq_rel);
       for (int p = 0; p < phases; ++p) {
         while (phase.load(std::memory_order_acquire) < p) std::this_thread::yield();
-        const std::function<void()>& body = bodies[p % 2];
+        const std::function<void()>& body = bodies[phase_is_pb(p)];
         int64_t n = 0;
         while (!stop.load(std::memory_order_relaxed)) {
           body();
@@ -124,6 +133,7 @@ PairedRates paired_rates(int threads, double seconds, int reps, const MakeBody& 
         finished.fetch_add(1, std::memory_order_acq_rel);
       }
     });
+  while (ready.load(std::memory_order_acquire) < threads) std::this_thread::yield();  // no start-up in phase 0
   PairedRates out;
   for (int p = 0; p < phases; ++p) {
     stop.store(false);
@@ -134,7 +144,7 @@ PairedRates paired_rates(int threads, double seconds, int reps, const MakeBody& 
     stop.store(true);
     while (finished.load(std::memory_order_acquire) < threads) std::this_thread::yield();
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    (p % 2 ? out.pb : out.raw).push_back(static_cast<double>(counts[static_cast<size_t>(p)]) / elapsed);
+    (phase_is_pb(p) ? out.pb : out.raw).push_back(static_cast<double>(counts[static_cast<size_t>(p)]) / elapsed);
   }
   for (auto& th : pool) th.join();
   return out;

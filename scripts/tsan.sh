@@ -24,7 +24,7 @@ cmake --build "$build" --target ordered_delivery_test callback_test facade_test 
   --parallel "$(nproc)"
 export TSAN_OPTIONS="halt_on_error=1:ignore_noninstrumented_modules=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp"
 "$build/tests/ordered_delivery_test"
-"$build/tests/callback_test" --gtest_filter='*TwoThreads*:*Ordered*:*DoesNotWait*:*Token*:*Reuse*:*NoDeliveryThread*:*EmptyContext*:ContextPool.*'
+"$build/tests/callback_test" --gtest_filter='*TwoThreads*:*Ordered*:*DoesNotWait*:*Token*:*Reuse*:*NoDeliveryThread*:*EmptyContext*:*AssignedOver*:ContextPool.*'
 "$build/tests/facade_test" --gtest_filter='-FacadeNoThrow.*'
 "$build/tests/fetch_test" --gtest_filter='Concurrency.*'
 "$build/tests/plugin_test" --gtest_filter='FaultPluginTest.HangingInitialize*:FaultPluginTest.ConcurrentLoads*'

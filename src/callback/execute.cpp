@@ -12,7 +12,19 @@
 namespace plugboard {
 
 CallbackExecution::CallbackExecution(CallbackExecution&&) noexcept = default;
-CallbackExecution& CallbackExecution::operator=(CallbackExecution&&) noexcept = default;
+CallbackExecution& CallbackExecution::operator=(CallbackExecution&& other) noexcept {
+  if (this != &other) {
+    // The execution this one held may still be running: it is dropped unfinished, as by the destructor.
+    if (state_ && !result_) queue_completion();
+    done_ = std::move(other.done_);
+    state_ = std::move(other.state_);
+    result_ = std::move(other.result_);
+    completion_queued_ = std::exchange(other.completion_queued_, false);
+    outputs = std::move(other.outputs);
+  }
+  return *this;
+}
+
 CallbackExecution::~CallbackExecution() {
   if (state_ && !result_) queue_completion();
 }
@@ -80,8 +92,9 @@ uint64_t CallbackExecution::ordered_calls() const { return state_ ? state_->next
 
 namespace {
 
-// From the plugin's event, on its thread: the completion goes behind the execution's ordered calls in
-// the receiver's queue. The queued task takes this thread's reference along, so the plugin's thread
+// From the plugin's event, on its thread (or on the thread that queued the completion, when the
+// event had fired already): the completion goes behind the execution's ordered calls in the
+// receiver's queue. The queued task takes this thread's reference along, so the plugin's thread
 // keeps none once it is queued. Nothing may escape into the plugin: if the task cannot even be made
 // or queued, it runs here.
 void complete_after_ordered_calls(std::shared_ptr<internal::ExecutionState> state, Status executed) noexcept {
@@ -116,9 +129,10 @@ void CallbackExecution::queue_completion() noexcept {
                         complete_after_ordered_calls(std::move(state), std::move(executed));
                       }).has_value();
   } catch (...) {
-    // No memory for the continuation: the program may be running and use the state, so it must not
-    // be released now. Waited for here instead (the only path that waits).
   }
+  // No continuation (no memory for it, or the plugin's PJRT_Event_OnReady failed): the program may
+  // be running and use the state, so it must not be released now. Waited for here instead: the one
+  // case where dropping an execution or asking for on_complete waits.
   if (!registered) complete_after_ordered_calls(state_, done_.await());
 }
 
@@ -138,8 +152,9 @@ void ExecutionState::complete(std::shared_ptr<ExecutionState> self, Status execu
     if (!self->outcome) self->outcome = make_error(Code::kResourceExhausted, "completing an execution: out of memory");
   }
   // The caller's function, the release and the count-down on a pool thread: never on the thread that
-  // happened to run the queue when that is a plugin's or an awaiting caller's. A delivery thread
-  // running the queue goes on with them itself.
+  // happened to run the queue (a plugin's, an awaiting caller's, or a delivery thread inside the
+  // receiver's queue, where the function would hold up the receiver's other calls and see itself
+  // as running that queue).
   auto finish = [](std::function<void(Status)>& tell, Status& result, std::shared_ptr<ExecutionState>& s,
                    const std::shared_ptr<std::latch>& done) {
     if (tell) {
@@ -152,10 +167,6 @@ void ExecutionState::complete(std::shared_ptr<ExecutionState> self, Status execu
     s.reset();
     done->count_down();
   };
-  if (delivery_pool().on_worker()) {
-    finish(tell, result, self, completed);
-    return;
-  }
   std::function<void()> handoff;
   try {
     handoff = [finish, tell = std::move(tell), result, s = self, completed]() mutable { finish(tell, result, s, completed); };
@@ -204,8 +215,9 @@ Expected<CallbackExecution> execute_with_callbacks_async(const Executable& execu
     PB_HAPPENS_BEFORE(state.get());  // published to the plugin's threads (the FFI handler reads it)
     auto started = executable.execute_async(args, options);
     if (!started) {
-      // Whatever ordered calls it made before failing are still delivered first. The plugin holds
-      // nothing of an execution it refused: the state goes with this function, and nothing is queued.
+      // Whatever ordered calls it made before failing are still delivered first. execute_async
+      // returns an error only for an execution that is not running (refused, or failed after its
+      // launch and awaited there): the state goes with this function, and nothing is queued.
       state->receiver->delivery().wait_for(state->last_ticket.load());
       run.state_.reset();
       return std::unexpected(std::move(started).error());

@@ -25,10 +25,12 @@ struct ExecutionState;
 class CallbackExecution {
  public:
   CallbackExecution(CallbackExecution&&) noexcept;
+  // Drops the execution this one held as the destructor does, then takes `other`'s.
   CallbackExecution& operator=(CallbackExecution&&) noexcept;
-  // Never waits. An unfinished execution keeps its context, its receiver and its program alive until
-  // the plugin is done with them; its ordered calls are still delivered, and an on_complete still
-  // runs.
+  // Does not wait. An unfinished execution keeps its context, its receiver and its program alive
+  // until the plugin is done with them; its ordered calls are still delivered, and an on_complete
+  // still runs. (Only when the plugin cannot continue its event, out of memory or with
+  // PJRT_Event_OnReady failing, does this wait for the execution instead.)
   ~CallbackExecution();
 
   std::vector<Buffer> outputs;

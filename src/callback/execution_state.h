@@ -1,5 +1,5 @@
-// Internal: what one execution with host callbacks carries to the FFI handler (attached to its
-// PJRT_ExecuteContext as user data), and what the handler reports back.
+// Internal: what one execution with host callbacks carries to the FFI handler (reached through the
+// ContextSlot attached to its PJRT_ExecuteContext as user data), and what the handler reports back.
 #pragma once
 
 #include <atomic>
@@ -57,10 +57,11 @@ struct ExecutionState : std::enable_shared_from_this<ExecutionState> {
     if (ordered_error) return std::unexpected(Error(*ordered_error).annotate("executing " + name));
     return ok();
   }
-  // Runs as the receiver's task after every ordered call of the execution (on whichever thread runs
-  // the queue: a delivery thread, an awaiting caller, a blocking call's plugin thread): records the
-  // outcome and hands the rest to a delivery-pool thread, with this queue's reference to the state:
-  // the caller's on_complete, then the release of the state, then the count-down.
+  // Runs as the receiver's task after every ordered call of the execution, when the completion was
+  // queued (on_complete, or the execution dropped unfinished), on whichever thread runs the queue: a
+  // delivery thread, an awaiting caller, a blocking call's plugin thread. Records the outcome and
+  // hands the rest to a delivery-pool thread, with this queue's reference to the state: the caller's
+  // on_complete, then the release of the state, then the count-down.
   static void complete(std::shared_ptr<ExecutionState> self, Status executed) noexcept;
 };
 

@@ -23,10 +23,9 @@ struct PluginFfi {
   const PbDeviceBridge* bridge = nullptr;  // null on the host platform
   std::set<std::string, std::less<>> targets;  // registered names
   std::optional<Status> self_test;
-  // Execute contexts for executions with host callbacks (thread-safe on its own, no g_mutex). Never
-  // destroyed: an execution finishing as the process exits may still give its context back, and
-  // the plugin is never unloaded either.
-  ContextPool& contexts = *new ContextPool();
+  // Execute contexts for executions with host callbacks (thread-safe on its own, no g_mutex). The
+  // registry keeps every PluginFfi for the life of the process.
+  ContextPool contexts;
 };
 
 // The plugin's registrations, made on first use (the FFI extension found, the user-data type

@@ -23,7 +23,9 @@ constexpr char kUserDataType[] = "plugboard.ContextSlot.v1";  // what the user d
 constexpr char kSelfTestTarget[] = "plugboard_self_test";
 
 std::mutex g_mutex;  // guards g_plugins and every PluginFfi in it
-std::map<const Plugin*, std::unique_ptr<internal::PluginFfi>> g_plugins;
+// Never destroyed, like the plugins it describes: an execution finishing as the process exits may
+// still give its execute context back to a PluginFfi's pool.
+auto& g_plugins = *new std::map<const Plugin*, std::unique_ptr<internal::PluginFfi>>();
 
 Status register_target_locked(internal::PluginFfi& ffi, std::string_view name) {
   if (ffi.targets.contains(name)) return ok();

@@ -18,6 +18,8 @@
 #include "base/semver.h"
 #include "base/status.h"
 
+extern "C" struct PJRT_ExecuteContext;  // the PJRT header's opaque type, declared without it
+
 namespace plugboard {
 
 namespace abi {
@@ -80,6 +82,16 @@ class Plugin {
   // one. The runtime then passes an empty context when the caller gives none.
   void require_execute_context() const { needs_execute_context_.store(true, std::memory_order_relaxed); }
   bool needs_execute_context() const { return needs_execute_context_.load(std::memory_order_relaxed); }
+  // The empty execute context those executions share: made by the runtime on first use
+  // (Client::empty_execute_context) and kept, like the plugin, for the life of the process (an
+  // execution dropped unfinished may still be using it). Null until then.
+  PJRT_ExecuteContext* shared_empty_context() const { return shared_empty_context_.load(std::memory_order_acquire); }
+  // Installs `context` unless another thread installed one first; returns the one in use (when it is
+  // not `context`, the caller destroys its own).
+  PJRT_ExecuteContext* install_shared_empty_context(PJRT_ExecuteContext* context) const {
+    PJRT_ExecuteContext* expected = nullptr;
+    return shared_empty_context_.compare_exchange_strong(expected, context, std::memory_order_acq_rel) ? context : expected;
+  }
 
   // The guarded function table; only the layers below the public API include abi/api.h.
   const abi::Api& api() const { return *api_; }
@@ -95,6 +107,7 @@ class Plugin {
   std::vector<NamedValue> attributes_;
   std::vector<ExtensionInfo> extensions_;
   mutable std::atomic<bool> needs_execute_context_{false};
+  mutable std::atomic<PJRT_ExecuteContext*> shared_empty_context_{nullptr};
 };
 
 // Loads (or returns the already-loaded) plugin at `path`: the checks of plugin/native_library.h (a

@@ -9,6 +9,7 @@
 #include "plugin/plugin_output.h"
 #include "runtime/executable_internal.h"
 #include "runtime/device_kind.h"
+#include "runtime/execute_context.h"
 #include "runtime/named_values.h"
 
 namespace plugboard {
@@ -98,9 +99,11 @@ Client::~Client() {
 }
 
 Expected<PJRT_ExecuteContext*> Client::empty_execute_context() const {
-  std::call_once(empty_context_once_, [this] { empty_context_.emplace(ExecuteContext::create(*this)); });
-  if (!*empty_context_) return std::unexpected(empty_context_->error());
-  return (*empty_context_)->raw();
+  if (PJRT_ExecuteContext* shared = plugin_->shared_empty_context()) return shared;
+  PB_ASSIGN_OR_RETURN(ExecuteContext made, ExecuteContext::create(*this));
+  PJRT_ExecuteContext* in_use = plugin_->install_shared_empty_context(made.raw());
+  if (in_use == made.raw()) made.release();  // kept for the life of the process
+  return in_use;                              // else `made` lost the race and is destroyed here
 }
 
 std::string Client::label() const { return plugin_->path().filename().string() + " (" + platform_name_ + ")"; }

@@ -4,7 +4,6 @@
 
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -18,7 +17,6 @@
 #include "runtime/buffer.h"
 #include "runtime/compile_options.h"
 #include "runtime/executable.h"
-#include "runtime/execute_context.h"
 #include "runtime/pjrt_handles.h"
 #include "runtime/program.h"
 
@@ -116,9 +114,10 @@ class Client : public std::enable_shared_from_this<Client> {
   PJRT_Device* device_handle(int index) const { return device_handles_[static_cast<size_t>(index)]; }
 
   // An execute context with nothing in it, for the executions that must carry one and bring none (see
-  // Plugin::require_execute_context). Made on first use and shared: nothing ever writes to it, so
-  // concurrent executions may all pass it. Lives as long as the client, which an execution in flight
-  // keeps alive.
+  // Plugin::require_execute_context). Made on first use and shared by every client of the plugin:
+  // nothing ever writes to it, so concurrent executions may all pass it. Never destroyed (an
+  // execution dropped unfinished may still be using it). A failure to make it is returned, and the
+  // next call tries again.
   Expected<PJRT_ExecuteContext*> empty_execute_context() const;
 
  private:
@@ -136,8 +135,6 @@ class Client : public std::enable_shared_from_this<Client> {
   std::vector<DeviceInfo> devices_;
   std::vector<PJRT_Device*> device_handles_;
   std::unique_ptr<HostBlockPool> host_pool_ = std::make_unique<HostBlockPool>();
-  mutable std::once_flag empty_context_once_;
-  mutable std::optional<Expected<ExecuteContext>> empty_context_;  // set once, under empty_context_once_
 };
 
 }  // namespace plugboard

@@ -357,12 +357,17 @@ Expected<Execution> Executable::execute_async(std::span<Buffer* const> args, con
     const size_t n_out = signature_.results.size();
     OutputSlots slots(n_out);
     PJRT_Event* complete[1] = {nullptr};
+    Execution result;
+    result.outputs.resize(n_out);  // before the launch: nothing after it may fail for want of memory
     PB_RETURN_IF_ERROR(launch(args, options, slots.data(), complete));
 
-    Execution result;
     result.done = Event(client_, complete[0]);
-    result.outputs.resize(n_out);
-    PB_RETURN_IF_ERROR(adopt_outputs(slots.data(), result.outputs, options.device));
+    if (Status adopted = adopt_outputs(slots.data(), result.outputs, options.device); !adopted) {
+      // The plugin gave outputs plugboard cannot take. The execution is running: an error returned
+      // now would let the caller release what it uses (an execute context, host callbacks' state).
+      (void)result.done.await();
+      return std::unexpected(std::move(adopted).error());
+    }
     return result;
   });
 }

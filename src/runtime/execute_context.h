@@ -3,6 +3,8 @@
 // outlive the execution it is passed to.
 #pragma once
 
+#include <utility>
+
 #include "base/status.h"
 #include "runtime/pjrt_handles.h"
 
@@ -25,6 +27,8 @@ class ExecuteContext {
   ~ExecuteContext();
 
   PJRT_ExecuteContext* raw() const { return context_; }
+  // Gives up ownership: the caller keeps the context (never destroyed, or destroyed by hand).
+  PJRT_ExecuteContext* release() { return std::exchange(context_, nullptr); }
 
  private:
   const abi::Api* api_ = nullptr;  // plugins are never unloaded
