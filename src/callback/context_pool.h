@@ -42,7 +42,6 @@ class PooledContext {
   PooledContext& operator=(const PooledContext&) = delete;
   ~PooledContext();
 
-  bool empty() const { return !entry_; }
   PJRT_ExecuteContext* raw() const;
   ContextSlot& slot() const;
 

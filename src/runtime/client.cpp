@@ -154,9 +154,11 @@ Expected<Buffer> Client::buffer_from_host_pooled(std::span<const std::byte> data
     const platforms::PlatformTraits* platform = platforms::platform_for_client(platform_name_);
     if (!platform || !platform->buffers_in_host_memory) return buffer_from_host(data, dtype, dims, device_index);
     PB_RETURN_IF_ERROR(check_array(data.size(), dtype, dims, device_index));
-    PB_ASSIGN_OR_RETURN(std::shared_ptr<std::byte> block,
-                        annotate(host_pool_->acquire(data.size()),
-                                 "a host block for " + std::to_string(data.size()) + " bytes to copy to " + label()));
+    auto acquired = host_pool_->acquire(data.size());
+    if (!acquired)  // the message is built only on failure: this is every pooled copy's path
+      return std::unexpected(std::move(acquired).error().annotate(
+          "a host block for " + std::to_string(data.size()) + " bytes to copy to " + label()));
+    std::shared_ptr<std::byte> block = std::move(*acquired);
     if (!data.empty()) std::memcpy(block.get(), data.data(), data.size());
     const std::span<const std::byte> copied(block.get(), data.size());
     return buffer_from_host_adopt(copied, std::move(block), HostMemory::kMutable, dtype, dims, device_index);
