@@ -1,8 +1,10 @@
 #include "callback_route.h"
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
+#include "reply_gate.h"
 #include "resources.h"
 
 namespace plugboard::nif {
@@ -90,9 +92,19 @@ Status PendingCall::write_results(ErlNifEnv* env, ERL_NIF_TERM results) {
     if (bin.size != slot.bytes.size())
       return invalid_argument(what + " (" + slot.shape() + ") must be " + std::to_string(slot.bytes.size()) +
                               " bytes, the answer has " + std::to_string(bin.size));
+    if (slot.dtype == DType::kBool) PB_RETURN_IF_ERROR(check_bool_bytes({bin.data, bin.size}, what));
     if (bin.size) std::memcpy(slot.bytes.data(), bin.data, bin.size);
   }
   return ok();
+}
+
+Status check_bool_bytes(std::span<const unsigned char> bytes, std::string_view what) {
+  unsigned char seen = 0;
+  for (unsigned char b : bytes) seen |= b;  // one pass the compiler vectorizes; located only on refusal
+  if (seen <= 1) return ok();
+  const auto bad = std::find_if(bytes.begin(), bytes.end(), [](unsigned char b) { return b > 1; });
+  return invalid_argument(std::string(what) + ": a :bool element must be the byte 0 or 1; element " +
+                          std::to_string(bad - bytes.begin()) + " is " + std::to_string(*bad));
 }
 
 CallResource::~CallResource() {
@@ -146,10 +158,14 @@ Status send_blocking(const ExecutionRoutes& routes, const ErlNifPid& pid, const 
                                     {"operands", make_list(env, operands)},
                                     {"results", make_list(env, results)},
                                     {"attributes", make_attributes(env, call.attributes())}});
-  ERL_NIF_TERM message = enif_make_tuple3(env, atom(env, "plugboard_call"), enif_make_copy(env, routes.ref), value);
-  if (!send_from_thread(pid, msg, message))
+  if (!routes.gate->send_call(pid, pending, msg, value)) {
+    if (routes.gate->closed())
+      return make_error(Code::kCancelled, "host callback " + name + ": the caller gave up waiting for the execution");
     return make_error(Code::kAborted, "the process handling host callback " + name + " is not alive");
-  return pending->wait(routes.blocking_limit);
+  }
+  Status outcome = pending->wait(routes.blocking_limit);
+  routes.gate->forget(pending.get());
+  return outcome;
 } catch (const std::exception& e) {
   return make_error(Code::kResourceExhausted, "host callback " + std::string(call.name()) + ": " + e.what());
 }
@@ -167,10 +183,9 @@ Status send_ordered(const ExecutionRoutes& routes, const ErlNifPid& pid, const O
                                     {"sequence", enif_make_uint64(env, call.sequence)},
                                     {"operands", make_list(env, operands)},
                                     {"attributes", make_attributes(env, call.attributes)}});
-  ERL_NIF_TERM message = enif_make_tuple3(env, atom(env, "plugboard_ordered"), enif_make_copy(env, routes.ref), value);
-  if (!send_from_thread(pid, msg, message))
-    return make_error(Code::kUnavailable, "the process receiving ordered host calls to " + call.name + " is not alive");
-  return ok();
+  if (routes.gate->send_to(pid, "plugboard_ordered", msg, value)) return ok();
+  if (routes.gate->closed()) return ok();  // nobody waits for this execution any more: dropped
+  return make_error(Code::kUnavailable, "the process receiving ordered host calls to " + call.name + " is not alive");
 } catch (const std::exception& e) {
   return make_error(Code::kResourceExhausted, "host callback " + call.name + ": " + e.what());
 }

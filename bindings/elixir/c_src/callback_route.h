@@ -60,13 +60,16 @@ struct CallRoute {
   bool ordered = false;
 };
 
-// Where one execution's host calls go.
+class ReplyGate;
+// Where one execution's host calls go: through the run's gate (its reference is in every message).
 struct ExecutionRoutes {
-  OwnedEnv env;           // holds `ref`
-  ERL_NIF_TERM ref = 0;   // the run's reference, in every message
+  std::shared_ptr<ReplyGate> gate;
   std::vector<CallRoute> routes;
   std::optional<std::chrono::milliseconds> blocking_limit;
 };
+
+// The bytes of a :bool element must be 0 or 1 (XLA reads any other byte differently per plugin).
+Status check_bool_bytes(std::span<const unsigned char> bytes, std::string_view what);
 
 // A receiver binding every route of `routes`.
 Expected<api::HostCallbacks> make_receiver(std::shared_ptr<const ExecutionRoutes> routes);

@@ -1,7 +1,9 @@
 // The NIF library of the Elixir module Plugboard.Native: its functions, the scheduler each runs on,
-// and loading. Short calls run on normal schedulers (well under a millisecond); selection and plugin
-// loading on dirty I/O schedulers; a copy of a large binary on a dirty CPU scheduler. Compilation and
-// executions run on plugboard's own threads and answer by message.
+// and loading. Calls on normal schedulers return well under a millisecond: whatever could take
+// longer goes elsewhere. Selection and plugin loading run on dirty I/O schedulers; copies of more
+// than a MiB (buffers from and to binaries, host-callback answers) reschedule themselves onto a dirty
+// CPU scheduler; compilation, executions that may run long, and client teardown run on plugboard's
+// own threads (work_pool.h) and answer by message.
 #include <erl_nif.h>
 
 #include "nif_functions.h"
@@ -10,10 +12,13 @@
 namespace plugboard::nif {
 namespace {
 
-int load(ErlNifEnv* env, void**, ERL_NIF_TERM) { return open_resource_types(env) ? 0 : 1; }
+int load(ErlNifEnv* env, void**, ERL_NIF_TERM) { return open_resource_types(env, ERL_NIF_RT_CREATE) ? 0 : 1; }
 
-// Native threads of this library outlive any code upgrade: refuse one (the VM keeps the old code).
-int upgrade(ErlNifEnv*, void**, void**, ERL_NIF_TERM) { return 1; }
+// A hot upgrade of Plugboard.Native: the new library takes over the resource types (the objects the
+// old one made keep working), and the threads, which belong to the shared object that stays loaded.
+int upgrade(ErlNifEnv* env, void**, void**, ERL_NIF_TERM) {
+  return open_resource_types(env, static_cast<ErlNifResourceFlags>(ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER)) ? 0 : 1;
+}
 
 ErlNifFunc functions[] = {
     {"version", 0, nif_version, 0},
@@ -24,11 +29,12 @@ ErlNifFunc functions[] = {
     {"client_close", 1, nif_client_close, 0},
     {"resource_counts", 0, nif_resource_counts, 0},
     {"compile", 6, nif_compile, 0},
-    {"buffer_from_binary", 5, nif_buffer_from_binary, 0},
-    {"buffer_from_binary_dirty", 5, nif_buffer_from_binary, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"buffer_from_binary", 6, nif_buffer_from_binary, 0},
     {"buffer_to_binary", 3, nif_buffer_to_binary, 0},
     {"buffer_valid", 1, nif_buffer_valid, 0},
+    {"buffer_free", 1, nif_buffer_free, 0},
     {"execute", 8, nif_execute, 0},
+    {"cancel", 1, nif_cancel, 0},
     {"measure_execute", 3, nif_measure_execute, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"reply", 2, nif_reply, 0},
     {"fail_call", 2, nif_fail_call, 0},

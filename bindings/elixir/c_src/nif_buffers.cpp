@@ -1,21 +1,27 @@
-// Buffers from and to binaries. buffer_from_binary/5 adopts a large (reference-counted) binary as
+// Buffers from and to binaries. buffer_from_binary/6 adopts a large (reference-counted) binary as
 // immutable host memory: zero-copy where the platform allows it (CPU, 64-byte aligned), else the
-// plugin copies it; the binary stays alive until the plugin lets go. Small binaries are copied.
-// buffer_to_binary/3 starts the device→host copy into a fresh binary and returns; the binary
-// arrives as {:plugboard_binary, ref, {:ok, binary} | {:error, e}}.
+// plugin copies it; the binary stays alive until the plugin lets go, and the buffer is never
+// donatable, however it was made. Small binaries, and any binary with copy: true, are copied (and
+// donatable). buffer_to_binary/3 starts the device→host copy into a fresh binary and returns
+// {:started, gate}; the binary arrives as {:plugboard_binary, ref, {:ok, binary} | {:error, e}}.
+// Copies over kDirtyCopyBytes run on a dirty scheduler. buffer_free/1 lets go of the device memory.
 #include <cstring>
+#include <limits>
 #include <memory>
 
+#include "callback_route.h"
 #include "nif_functions.h"
+#include "reply_gate.h"
 #include "resources.h"
 
 namespace plugboard::nif {
 
-ERL_NIF_TERM make_buffer_term(ErlNifEnv* env, api::Buffer buffer) {
+ERL_NIF_TERM make_buffer_term(ErlNifEnv* env, api::Buffer buffer, std::shared_ptr<const api::Client> client, bool adopted_binary) {
   ERL_NIF_TERM dtype = make_dtype(env, buffer.dtype());
   ERL_NIF_TERM shape = make_shape(env, buffer.dims());
   ERL_NIF_TERM device = enif_make_int(env, buffer.device());
-  ERL_NIF_TERM resource = make_resource<BufferResource>(env, std::make_shared<api::Buffer>(std::move(buffer)));
+  ERL_NIF_TERM resource =
+      make_resource<BufferResource>(env, std::make_shared<api::Buffer>(std::move(buffer)), std::move(client), adopted_binary);
   return make_struct(env, "Elixir.Plugboard.Buffer",
                      {{"resource", resource}, {"dtype", dtype}, {"shape", shape}, {"device", device}});
 }
@@ -31,9 +37,8 @@ struct KeptBinary {
 };
 }  // namespace
 
-// buffer_from_binary(client, binary, dtype, shape, device)
+// buffer_from_binary(client, binary, dtype, shape, device, copy?)
 PB_NIF(nif_buffer_from_binary) {
-  (void)argc;
   return guarded(env, "making a buffer", [&] {
     auto client = get_client(env, argv[0]);
     if (!client) return make_error(env, client.error());
@@ -43,16 +48,23 @@ PB_NIF(nif_buffer_from_binary) {
     if (!dtype) return make_error(env, dtype.error());
     auto dims = get_shape(env, argv[3], "shape");
     if (!dims) return make_error(env, dims.error());
-    auto device = get_int(env, argv[4], "device");
+    auto device = get_int_in(env, argv[4], "device", 0, std::numeric_limits<int>::max());
     if (!device) return make_error(env, device.error());
+    auto copy = get_bool(env, argv[5], "copy");
+    if (!copy) return make_error(env, copy.error());
     auto needed = byte_size(*dtype, *dims);
     if (!needed) return make_error(env, needed.error());
     if (*needed != bin->size)
       return make_error(env, Code::kInvalidArgument,
                         "data is " + std::to_string(bin->size) + " bytes; " + shape_string(*dtype, *dims) + " needs " +
                             std::to_string(*needed));
+    if (on_normal_scheduler() && bin->size > kDirtyCopyBytes)
+      return enif_schedule_nif(env, "buffer_from_binary", ERL_NIF_DIRTY_JOB_CPU_BOUND, nif_buffer_from_binary, argc, argv);
+    if (*dtype == DType::kBool)
+      if (Status s = check_bool_bytes({bin->data, bin->size}, "data"); !s) return make_error(env, s.error());
+    const bool adopt = !*copy && bin->size > kOnHeapBinaryLimit;
     Expected<api::Buffer> buffer = [&]() -> Expected<api::Buffer> {
-      if (bin->size <= kOnHeapBinaryLimit)
+      if (!adopt)
         return (*client)->copy_to_device(std::as_bytes(std::span(bin->data, bin->size)), *dtype, *dims,
                                          static_cast<int>(*device));
       auto kept = std::make_shared<KeptBinary>();
@@ -62,7 +74,7 @@ PB_NIF(nif_buffer_from_binary) {
       return (*client)->adopt(bytes, std::move(kept), api::HostMemory::kImmutable, *dtype, *dims, static_cast<int>(*device));
     }();
     if (!buffer) return make_error(env, buffer.error());
-    return make_ok(env, make_buffer_term(env, std::move(*buffer)));
+    return make_ok(env, make_buffer_term(env, std::move(*buffer), *client, adopt));
   });
 }
 
@@ -71,14 +83,13 @@ struct ReadJob {
   std::shared_ptr<api::Buffer> buffer;  // kept until the copy is done
   ErlNifBinary bin{};
   bool owns_bin = false;
-  ErlNifPid pid{};
-  OwnedEnv env;
-  ERL_NIF_TERM ref = 0;
+  std::shared_ptr<ReplyGate> gate;
   ~ReadJob() {
     if (owns_bin) enif_release_binary(&bin);
   }
   void finish(Status status) {
-    ErlNifEnv* e = env.get();
+    OwnedEnv msg;
+    ErlNifEnv* e = msg.get();
     ERL_NIF_TERM outcome;
     if (status) {
       outcome = make_ok(e, enif_make_binary(e, &bin));  // the term owns the bytes now
@@ -86,42 +97,54 @@ struct ReadJob {
     } else {
       outcome = make_error(e, status.error());
     }
-    send_from_thread(pid, env, enif_make_tuple3(e, atom(e, "plugboard_binary"), ref, outcome));
+    gate->send("plugboard_binary", msg, outcome);
   }
 };
 }  // namespace
 
-// buffer_to_binary(buffer, pid, ref)
+// buffer_to_binary(buffer, pid, ref) -> {:started, gate} | {:error, e}
 PB_NIF(nif_buffer_to_binary) {
-  (void)argc;
   return guarded(env, "reading a buffer", [&] {
     auto* b = get_resource<BufferResource>(env, argv[0]);
     if (!b) return make_error(env, Code::kInvalidArgument, "not a plugboard buffer");
     auto pid = get_pid(env, argv[1], "pid");
     if (!pid) return make_error(env, pid.error());
+    auto buffer = b->use("reading");
+    if (!buffer) return make_error(env, buffer.error());
+    // A plugin may copy a ready buffer inside the call (XLA's CPU client does).
+    if (on_normal_scheduler() && (*buffer)->byte_size() > kDirtyCopyBytes)
+      return enif_schedule_nif(env, "buffer_to_binary", ERL_NIF_DIRTY_JOB_CPU_BOUND, nif_buffer_to_binary, argc, argv);
     auto job = std::make_shared<ReadJob>();
-    job->buffer = b->get();
-    if (!job->buffer || !job->buffer->valid())
-      return make_error(env, Code::kFailedPrecondition, "the buffer was donated to an execution and is gone");
+    job->buffer = std::move(*buffer);
     if (!enif_alloc_binary(job->buffer->byte_size(), &job->bin))
       return make_error(env, Code::kResourceExhausted, "no memory for a " + std::to_string(job->buffer->byte_size()) + "-byte binary");
     job->owns_bin = true;
-    job->pid = *pid;
-    job->ref = enif_make_copy(job->env.get(), argv[2]);
+    job->gate = std::make_shared<ReplyGate>(*pid, argv[2]);
+    ERL_NIF_TERM gate = make_resource<GateResource>(env, job->gate);
     auto dst = std::as_writable_bytes(std::span(job->bin.data, job->bin.size));
     Status started = job->buffer->to_host_async(dst, [job](Status s) { job->finish(std::move(s)); });
     if (!started) return make_error(env, started.error());
-    return atom(env, "ok");
+    return enif_make_tuple2(env, atom(env, "started"), gate);
   });
 }
 
-// buffer_valid(buffer): false once donated
+// buffer_valid(buffer): false once donated or freed
 PB_NIF(nif_buffer_valid) {
   (void)argc;
   auto* b = get_resource<BufferResource>(env, argv[0]);
   if (!b) return enif_make_badarg(env);
   auto buffer = b->get();
   return atom(env, buffer && buffer->valid() ? "true" : "false");
+}
+
+// buffer_free(buffer): :ok (also when freed already), or {:error, e} for a donated one
+PB_NIF(nif_buffer_free) {
+  (void)argc;
+  return guarded(env, "freeing a buffer", [&] {
+    auto* b = get_resource<BufferResource>(env, argv[0]);
+    if (!b) return make_error(env, Code::kInvalidArgument, "not a plugboard buffer");
+    return make_status(env, b->free());
+  });
 }
 
 }  // namespace plugboard::nif

@@ -1,11 +1,16 @@
-// compile/4: starts a compilation on a pool thread (work_pool.h) and returns; the outcome arrives as
-// {:plugboard_compiled, ref, {:ok, %{resource, name, parameters, results, callbacks}} | {:error, e}}.
-// The program's host-callback names are declared on the client first (that may run the plugin's
+// compile/6: starts a compilation on a compile-pool thread (work_pool.h) and returns {:started, gate};
+// the outcome arrives as
+// {:plugboard_compiled, ref, {:ok, %Plugboard.Executable{}} | {:error, e}} (reply_gate.h: cancel/1
+// stops it). The call itself only checks the options and keeps a reference to the program binary:
+// reading the program (a copy and a scan of what may be 100 MB) happens on the compile thread. The
+// program's host-callback names are declared on the client first (that may run the plugin's
 // host-callback self-test, itself a compilation).
 #include <memory>
 
 #include "callback_route.h"
+#include "compile_policy.h"
 #include "nif_functions.h"
+#include "reply_gate.h"
 #include "resources.h"
 #include "work_pool.h"
 
@@ -18,7 +23,7 @@ ERL_NIF_TERM make_types(ErlNifEnv* env, const std::vector<api::ArrayType>& types
   return make_list(env, items);
 }
 
-ERL_NIF_TERM make_executable_term(ErlNifEnv* env, std::shared_ptr<const api::Client> client, api::Executable exe) {
+ERL_NIF_TERM make_executable_term(ErlNifEnv* env, std::shared_ptr<const api::Client> client, api::Executable exe, bool inline_ok) {
   std::vector<ERL_NIF_TERM> callbacks;
   for (const auto& name : exe.host_callbacks_needed()) callbacks.push_back(make_string(env, name));
   ERL_NIF_TERM parameters = exe.parameters_known() ? make_types(env, exe.parameters()) : make_nil(env);
@@ -29,7 +34,7 @@ ERL_NIF_TERM make_executable_term(ErlNifEnv* env, std::shared_ptr<const api::Cli
   for (const std::string& n : report.notes) notes.push_back(make_string(env, n));
   ERL_NIF_TERM source = atom(env, report.source_id());
   ERL_NIF_TERM compile_ms = enif_make_double(env, report.ms);
-  ERL_NIF_TERM resource = make_resource<ExecutableResource>(env, ExecutableResource{std::move(client), std::move(exe)});
+  ERL_NIF_TERM resource = make_resource<ExecutableResource>(env, std::move(client), std::move(exe), inline_ok);
   return make_struct(env, "Elixir.Plugboard.Executable",
                      {{"resource", resource}, {"name", name}, {"parameters", parameters}, {"results", results},
                       {"callbacks", make_list(env, callbacks)}, {"source", source}, {"compile_ms", compile_ms},
@@ -37,33 +42,38 @@ ERL_NIF_TERM make_executable_term(ErlNifEnv* env, std::shared_ptr<const api::Cli
 }
 
 struct CompileJob {
-  CompileJob(std::shared_ptr<const api::Client> c, api::Program p, ErlNifPid to)
-      : client(std::move(c)), program(std::move(p)), pid(to) {}
+  CompileJob(std::shared_ptr<const api::Client> c, std::shared_ptr<ReplyGate> g) : client(std::move(c)), gate(std::move(g)) {}
   std::shared_ptr<const api::Client> client;
-  api::Program program;
+  std::shared_ptr<ReplyGate> gate;
+  OwnedEnv program_env;  // holds the program binary (a reference to it: no copy)
+  ErlNifBinary program_bytes{};
+  std::string name;
   api::CompileOptions options;
   std::vector<std::string> callbacks;
-  ErlNifPid pid;
-  OwnedEnv env;
-  ERL_NIF_TERM ref = 0;
 
   void run() {
+    const std::string_view bytes(reinterpret_cast<const char*>(program_bytes.data), program_bytes.size);
+    bool inline_ok = false;
     Expected<api::Executable> exe = [&]() -> Expected<api::Executable> {
+      PB_ASSIGN_OR_RETURN(api::Program program, api::Program::from_bytes(std::string(bytes), name));
       if (!callbacks.empty()) {
         PB_ASSIGN_OR_RETURN(api::HostCallbacks receiver, declaration_receiver(callbacks));
         PB_RETURN_IF_ERROR(client->declare_callbacks(receiver));
       }
-      return client->compile(program, options);
+      PB_ASSIGN_OR_RETURN(api::Executable compiled, client->compile(program, options));
+      inline_ok = may_launch_inline(bytes, compiled);
+      return compiled;
     }();
-    ErlNifEnv* e = env.get();
-    ERL_NIF_TERM outcome = exe ? make_ok(e, make_executable_term(e, client, std::move(*exe))) : make_error(e, exe.error());
-    send_from_thread(pid, env, enif_make_tuple3(e, atom(e, "plugboard_compiled"), ref, outcome));
+    OwnedEnv msg;
+    ErlNifEnv* e = msg.get();
+    ERL_NIF_TERM outcome = exe ? make_ok(e, make_executable_term(e, client, std::move(*exe), inline_ok)) : make_error(e, exe.error());
+    gate->send("plugboard_compiled", msg, outcome);
   }
 };
 
 }  // namespace
 
-// compile(client, program :: binary, name :: string, options :: map, pid, ref)
+// compile(client, program :: binary, name :: string, options :: map, pid, ref) -> {:started, gate}
 // options: %{callbacks: [string], xla_options: [string], plugin_defaults: bool, portable: bool,
 //           compile_cache: bool}
 PB_NIF(nif_compile) {
@@ -79,9 +89,11 @@ PB_NIF(nif_compile) {
     auto pid = get_pid(env, argv[4], "pid");
     if (!pid) return make_error(env, pid.error());
 
-    auto program = api::Program::from_bytes(std::string(reinterpret_cast<const char*>(bytes->data), bytes->size), *name);
-    if (!program) return make_error(env, program.error());
-    auto job = std::make_shared<CompileJob>(*client, std::move(*program), *pid);
+    auto job = std::make_shared<CompileJob>(*client, std::make_shared<ReplyGate>(*pid, argv[5]));
+    job->name = std::move(*name);
+    if (!job->program_env ||
+        !enif_inspect_binary(job->program_env.get(), enif_make_copy(job->program_env.get(), argv[1]), &job->program_bytes))
+      return make_error(env, Code::kResourceExhausted, "could not keep the program binary");
     if (auto v = map_get(env, argv[3], "callbacks")) {
       auto names = get_string_list(env, *v, "callbacks");
       if (!names) return make_error(env, names.error());
@@ -107,10 +119,10 @@ PB_NIF(nif_compile) {
       if (!b) return make_error(env, b.error());
       job->options.compile_cache = *b;
     }
-    job->ref = enif_make_copy(job->env.get(), argv[5]);
-    if (!run_off_scheduler([job] { job->run(); }))
-      return make_error(env, Code::kResourceExhausted, "no thread to compile " + *name + " on");
-    return atom(env, "ok");
+    ERL_NIF_TERM gate = make_resource<GateResource>(env, job->gate);
+    if (!compile_pool().post([job] { job->run(); }))
+      return make_error(env, Code::kResourceExhausted, "no thread to compile " + job->name + " on");
+    return enif_make_tuple2(env, atom(env, "started"), gate);
   });
 }
 

@@ -1,41 +1,52 @@
-// execute/8 starts an execution and returns (a program with host callbacks starts on a pool thread,
-// see below): the outcome arrives as
-// {:plugboard_done, ref, {:ok, [%Plugboard.Buffer{}]} | {:error, e}} from the execution's completion
-// (a delivery thread), after every ordered host call was sent. No scheduler is held while it runs.
-// reply/2 and fail_call/2 answer a blocking host call (callback_route.h).
+// execute/8 starts an execution. A program that nothing says could run long starts on the calling
+// scheduler (a small program on CPU often finishes inside the call: {:done, outcome}); every other
+// one starts on a launch-pool thread (work_pool.h), since XLA's CPU client runs a program it thinks
+// cheap inside PJRT_LoadedExecutable_Execute and counts a `while` body once, and a blocking host
+// callback waits there for an Elixir process. Either way the call returns {:started, gate} at once
+// and the outcome arrives as {:plugboard_done, ref, {:ok, [%Plugboard.Buffer{}]} | {:error, e}}
+// from the execution's completion, after every ordered host call was sent (reply_gate.h: cancel/1
+// stops it). reply/2 and fail_call/2 answer a blocking host call (callback_route.h).
 #include <algorithm>
+#include <chrono>
+#include <limits>
 #include <memory>
 
 #include "callback_route.h"
 #include "nif_functions.h"
+#include "reply_gate.h"
 #include "resources.h"
 #include "work_pool.h"
 
 namespace plugboard::nif {
 namespace {
 
-ERL_NIF_TERM make_outputs(ErlNifEnv* env, std::vector<api::Buffer>& outputs);
+// A launch on the calling scheduler: only for programs under this many bytes of arguments and results
+// (compile_policy.h decides the rest), and only while launches there stay under the budget; one that
+// took longer sends every later execution of that executable to the launch pool.
+constexpr size_t kInlineArgumentBytes = 64 * 1024;
+constexpr auto kInlineBudget = std::chrono::microseconds(500);
 
-// What an execution's completion needs: where to send, and the outputs (moved here before the
-// completion is asked for, so that it never races with the move).
+ERL_NIF_TERM make_outputs(ErlNifEnv* env, std::vector<api::Buffer>& outputs, const std::shared_ptr<const api::Client>& client) {
+  std::vector<ERL_NIF_TERM> buffers;
+  buffers.reserve(outputs.size());
+  for (api::Buffer& b : outputs) buffers.push_back(make_buffer_term(env, std::move(b), client));
+  return make_ok(env, make_list(env, buffers));
+}
+
+// What an execution's completion needs: the gate to answer through, and the outputs (moved here
+// before the completion is asked for, so that it never races with the move).
 struct Completion {
-  Completion(ErlNifPid to, ERL_NIF_TERM run_ref) : caller(to), ref(enif_make_copy(env.get(), run_ref)) {}
-  OwnedEnv env;  // holds ref
-  ErlNifPid caller{};
-  ERL_NIF_TERM ref;
+  Completion(std::shared_ptr<ReplyGate> g, std::shared_ptr<const api::Client> c) : gate(std::move(g)), client(std::move(c)) {}
+  std::shared_ptr<ReplyGate> gate;
+  std::shared_ptr<const api::Client> client;
   std::vector<api::Buffer> outputs;
 
   void send(Status status) {
     OwnedEnv msg;
     ErlNifEnv* e = msg.get();
-    ERL_NIF_TERM outcome;
-    if (status) {
-      outcome = make_outputs(e, outputs);
-    } else {
-      outcome = make_error(e, status.error());
-    }
+    ERL_NIF_TERM outcome = status ? make_outputs(e, outputs, client) : make_error(e, status.error());
     outputs.clear();
-    send_from_thread(caller, msg, enif_make_tuple3(e, atom(e, "plugboard_done"), enif_make_copy(e, ref), outcome));
+    gate->send("plugboard_done", msg, outcome);
   }
 };
 
@@ -45,53 +56,68 @@ struct Arguments {
   std::vector<std::shared_ptr<api::Buffer>> buffers;
   std::vector<BufferResource*> donated_from;  // parallel to buffers: the resource a donated one left
   std::vector<api::Buffer*> pointers;
-  Arguments() = default;
-  Arguments(Arguments&&) = default;
-  Arguments& operator=(Arguments&&) = default;
+  size_t bytes = 0;
 
   void give_back() {
     for (size_t i = 0; i < buffers.size(); ++i)
       if (donated_from[i] && buffers[i] && buffers[i]->valid()) {
         std::lock_guard lock(donated_from[i]->mutex);
         donated_from[i]->buffer = std::move(buffers[i]);
+        donated_from[i]->gone = BufferResource::Gone::kNo;
       }
   }
 };
 
+// The donate list, every index checked against the arguments before any narrowing.
+Expected<std::vector<int>> get_donate(ErlNifEnv* env, ERL_NIF_TERM term, unsigned argument_count) {
+  std::vector<int> donate;
+  ERL_NIF_TERM head, tail = term;
+  while (enif_get_list_cell(env, tail, &head, &tail)) {
+    const std::string what = "donate: element " + std::to_string(donate.size());
+    if (argument_count == 0) return invalid_argument(what + " names an argument, but the execution has none");
+    PB_ASSIGN_OR_RETURN(int64_t i, get_int_in(env, head, what + " (an argument index)", 0, argument_count - 1));
+    if (std::find(donate.begin(), donate.end(), i) != donate.end())
+      return invalid_argument("donate names argument " + std::to_string(i) + " twice");
+    donate.push_back(static_cast<int>(i));
+  }
+  if (!enif_is_empty_list(env, tail)) return invalid_argument("donate must be a list of argument indices");
+  return donate;
+}
+
 Expected<Arguments> take_arguments(ErlNifEnv* env, ERL_NIF_TERM list, const std::vector<int>& donate) {
   Arguments args;
+  auto refuse = [&](Error e) -> Expected<Arguments> {
+    args.give_back();
+    return std::unexpected(std::move(e));
+  };
   ERL_NIF_TERM head, tail = list;
   for (int i = 0; enif_get_list_cell(env, tail, &head, &tail); ++i) {
+    const std::string what = "argument " + std::to_string(i);
     auto* resource = get_resource<BufferResource>(env, enif_is_map(env, head) ? map_get(env, head, "resource").value_or(head) : head);
-    if (!resource) {
-      args.give_back();
-      return invalid_argument("argument " + std::to_string(i) + " is not a plugboard buffer");
-    }
+    if (!resource) return refuse(Error(Code::kInvalidArgument, what + " is not a plugboard buffer"));
     const bool donated = std::find(donate.begin(), donate.end(), i) != donate.end();
+    if (donated && !resource->donatable)
+      return refuse(Error(Code::kFailedPrecondition,
+                          what + " is a view of an immutable Erlang binary (Plugboard.buffer/5 adopts binaries over 64 bytes): "
+                                 "it cannot be donated; make it with copy: true to donate it"));
     std::shared_ptr<api::Buffer> buffer;
     {
       std::lock_guard lock(resource->mutex);
-      if (donated && resource->buffer && resource->buffer.use_count() > 1) {
-        args.give_back();
-        return make_error(Code::kFailedPrecondition, "argument " + std::to_string(i) +
-                                                         " is in use (being read, or an argument of another execution starting now): it cannot be donated");
-      }
-      buffer = donated ? std::move(resource->buffer) : resource->buffer;
+      if (donated && resource->buffer && resource->buffer.use_count() > 1)
+        return refuse(Error(Code::kFailedPrecondition,
+                            what + " is in use (being read, or an argument of another execution starting now): it cannot be donated"));
+      if (resource->buffer && resource->buffer->valid()) buffer = donated ? resource->take(BufferResource::Gone::kDonated) : resource->buffer;
     }
-    if (!buffer || !buffer->valid()) {
-      args.buffers.push_back(std::move(buffer));
-      args.donated_from.push_back(donated ? resource : nullptr);
-      args.give_back();
-      return make_error(Code::kFailedPrecondition, "argument " + std::to_string(i) + " was donated to an earlier execution");
+    if (!buffer) {
+      auto gone = resource->use(what);
+      return refuse(gone ? Error(Code::kFailedPrecondition, what + " is gone") : gone.error());
     }
+    args.bytes += buffer->byte_size();
     args.pointers.push_back(buffer.get());
     args.buffers.push_back(std::move(buffer));
     args.donated_from.push_back(donated ? resource : nullptr);
   }
-  if (!enif_is_empty_list(env, tail)) {
-    args.give_back();
-    return invalid_argument("the arguments must be a list of buffers");
-  }
+  if (!enif_is_empty_list(env, tail)) return refuse(Error(Code::kInvalidArgument, "the arguments must be a list of buffers"));
   return args;
 }
 
@@ -108,10 +134,10 @@ Expected<std::vector<CallRoute>> get_routes(ErlNifEnv* env, ERL_NIF_TERM list) {
     PB_ASSIGN_OR_RETURN(bool ordered, get_bool(env, t[2], "ordered"));
     routes.push_back({std::move(name), pid, ordered});
   }
+  if (!enif_is_empty_list(env, tail)) return invalid_argument("the callback routes must be a list");
   return routes;
 }
 
-// Runs on the calling thread (a scheduler) or, when a blocking callback may wait, on a pool thread.
 struct Launch {
   std::shared_ptr<const api::Client> client;  // the executable's
   api::Executable executable;
@@ -127,62 +153,60 @@ struct Launch {
   }
 
   // The outcome arrives by message, from the execution's completion.
-  Status start() {
-    Expected<api::Execution> execution = begin();
-    if (!execution) return std::unexpected(std::move(execution).error());
-    return report_on_completion(*execution);
-  }
-
   Status report_on_completion(api::Execution& execution) {
     completion->outputs = std::move(execution.outputs());
     auto completion_ref = completion;
     // Dropping the execution never waits; its completion still runs.
     return execution.on_complete([completion_ref](Status s) { completion_ref->send(std::move(s)); });
   }
+
+  // On a launch-pool thread.
+  void start() {
+    Expected<api::Execution> execution = begin();
+    Status reported = execution ? report_on_completion(*execution) : Status(std::unexpected(std::move(execution).error()));
+    if (!reported) completion->send(std::move(reported));
+  }
 };
 
-ERL_NIF_TERM make_outputs(ErlNifEnv* env, std::vector<api::Buffer>& outputs) {
-  std::vector<ERL_NIF_TERM> buffers;
-  for (api::Buffer& b : outputs) buffers.push_back(make_buffer_term(env, std::move(b)));
-  return make_ok(env, make_list(env, buffers));
+ERL_NIF_TERM make_gate_term(ErlNifEnv* env, const std::shared_ptr<ReplyGate>& gate) {
+  return make_resource<GateResource>(env, gate);
 }
 
 }  // namespace
 
 // execute(executable, args, donate, device, routes, blocking_limit_ms | nil, caller, ref)
+//   -> {:started, gate} | {:done, {:ok, outputs} | {:error, e}} | {:error, e}
 PB_NIF(nif_execute) {
   (void)argc;
   return guarded(env, "starting an execution", [&] {
     auto* exe = get_resource<ExecutableResource>(env, argv[0]);
     if (!exe) return make_error(env, Code::kInvalidArgument, "not a plugboard executable");
-    auto donate64 = get_int_list(env, argv[2], "donate");
-    if (!donate64) return make_error(env, donate64.error());
-    std::vector<int> donate(donate64->begin(), donate64->end());
-    auto device = get_int(env, argv[3], "device");
+    unsigned argument_count = 0;
+    if (!enif_get_list_length(env, argv[1], &argument_count))
+      return make_error(env, Code::kInvalidArgument, "the arguments must be a list of buffers");
+    auto donate = get_donate(env, argv[2], argument_count);
+    if (!donate) return make_error(env, donate.error());
+    auto device = get_int_in(env, argv[3], "device", 0, std::numeric_limits<int>::max());
     if (!device) return make_error(env, device.error());
     auto route_list = get_routes(env, argv[4]);
     if (!route_list) return make_error(env, route_list.error());
     std::optional<std::chrono::milliseconds> limit;
     if (!is_nil(env, argv[5])) {
-      auto ms = get_int(env, argv[5], "callback_timeout");
+      auto ms = get_int_in(env, argv[5], "callback_timeout (ms)", 0, kMaxTimeoutMs);
       if (!ms) return make_error(env, ms.error());
       limit = std::chrono::milliseconds(*ms);
     }
     auto caller = get_pid(env, argv[6], "caller");
     if (!caller) return make_error(env, caller.error());
 
-    // A program with host callbacks may make PJRT_LoadedExecutable_Execute wait: a blocking callback
-    // run inline waits for an Elixir process, and XLA's CPU client runs the executions of programs
-    // with side effects one after another, so that one started inline waits for the previous one (held
-    // in its callbacks, whose answers need a scheduler). Those start off the schedulers.
-    const bool may_wait = !route_list->empty();
-
     Launch here{exe->client, exe->executable, {}, {}, nullptr};
     here.options.device = static_cast<int>(*device);
-    here.options.donate = std::move(donate);
-    if (may_wait) {
+    here.options.donate = std::move(*donate);
+    std::shared_ptr<ReplyGate> gate;
+    if (!route_list->empty()) {
+      gate = std::make_shared<ReplyGate>(*caller, argv[7]);
       auto routes = std::make_shared<ExecutionRoutes>();
-      routes->ref = enif_make_copy(routes->env.get(), argv[7]);
+      routes->gate = gate;
       routes->routes = std::move(*route_list);
       routes->blocking_limit = limit;
       auto receiver = make_receiver(std::move(routes));
@@ -193,28 +217,45 @@ PB_NIF(nif_execute) {
     if (!args) return make_error(env, args.error());
     here.args = std::move(*args);
 
-    if (!may_wait) {
+    const bool launch_here =
+        !gate && here.args.bytes <= kInlineArgumentBytes && exe->may_launch_inline.load(std::memory_order_relaxed);
+    if (launch_here) {
+      const auto started = std::chrono::steady_clock::now();
       Expected<api::Execution> execution = here.begin();
+      if (std::chrono::steady_clock::now() - started > kInlineBudget) exe->may_launch_inline.store(false, std::memory_order_relaxed);
       if (!execution) return make_error(env, execution.error());
-      // The plugin ran it inside execute() (small programs on CPU): the outputs go back at once,
-      // without a message ({:done, outcome}).
+      // The plugin ran it inside execute() (small programs on CPU): the outputs go back at once.
       if (execution->finished()) {
         Status status = execution->await();
         return enif_make_tuple2(env, atom(env, "done"),
-                                status ? make_outputs(env, execution->outputs()) : make_error(env, status.error()));
+                                status ? make_outputs(env, execution->outputs(), exe->client) : make_error(env, status.error()));
       }
-      here.completion = std::make_shared<Completion>(*caller, argv[7]);
-      return make_status(env, here.report_on_completion(*execution));
+      gate = std::make_shared<ReplyGate>(*caller, argv[7]);
+      here.completion = std::make_shared<Completion>(gate, exe->client);
+      Status reported = here.report_on_completion(*execution);
+      if (!reported) return make_error(env, reported.error());
+      return enif_make_tuple2(env, atom(env, "started"), make_gate_term(env, gate));
     }
+    if (!gate) gate = std::make_shared<ReplyGate>(*caller, argv[7]);
     auto launch = std::make_shared<Launch>(std::move(here));
-    launch->completion = std::make_shared<Completion>(*caller, argv[7]);
-    bool queued = run_off_scheduler([launch] {
-      if (Status s = launch->start(); !s) launch->completion->send(std::move(s));
-    });
-    if (!queued) {
+    launch->completion = std::make_shared<Completion>(gate, exe->client);
+    ERL_NIF_TERM gate_term = make_gate_term(env, gate);
+    if (!launch_pool().post([launch] { launch->start(); })) {
       launch->args.give_back();
       return make_error(env, Code::kResourceExhausted, "no thread to start the execution on");
     }
+    return enif_make_tuple2(env, atom(env, "started"), gate_term);
+  });
+}
+
+// cancel(gate): the caller gives up waiting: nothing more is sent for that call, and its waiting
+// blocking host calls fail (freeing the threads they hold).
+PB_NIF(nif_cancel) {
+  (void)argc;
+  return guarded(env, "cancelling", [&] {
+    auto* g = get_resource<GateResource>(env, argv[0]);
+    if (!g) return make_error(env, Code::kInvalidArgument, "not a plugboard call in flight");
+    g->gate->close();
     return atom(env, "ok");
   });
 }
@@ -242,10 +283,27 @@ PB_NIF(nif_measure_execute) {
   });
 }
 
-// reply(call, results): :ok, or {:error, e} for an answer that does not fit (which fails the call too)
+namespace {
+// The bytes an answer copies into the program's results.
+size_t answer_bytes(ErlNifEnv* env, ERL_NIF_TERM results) {
+  size_t total = 0;
+  ERL_NIF_TERM head, tail = results;
+  ErlNifBinary bin;
+  while (enif_get_list_cell(env, tail, &head, &tail)) {
+    ERL_NIF_TERM data = head;
+    if (enif_is_map(env, head)) data = map_get(env, head, "data").value_or(head);
+    if (enif_inspect_binary(env, data, &bin)) total += bin.size;
+  }
+  return total;
+}
+}  // namespace
+
+// reply(call, results): :ok, or {:error, e} for an answer that does not fit (which fails the call too).
+// A large answer is copied on a dirty scheduler.
 PB_NIF(nif_reply) {
-  (void)argc;
   return guarded(env, "answering a host callback", [&] {
+    if (on_normal_scheduler() && answer_bytes(env, argv[1]) > kDirtyCopyBytes)
+      return enif_schedule_nif(env, "reply", ERL_NIF_DIRTY_JOB_CPU_BOUND, nif_reply, argc, argv);
     void* handle = nullptr;
     if (!enif_get_resource(env, argv[0], resource_type<CallResource>(), &handle))
       return make_error(env, Code::kInvalidArgument, "not a plugboard host call");

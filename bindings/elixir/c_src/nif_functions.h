@@ -41,13 +41,17 @@ PB_NIF(nif_compile);
 PB_NIF(nif_buffer_from_binary);
 PB_NIF(nif_buffer_to_binary);
 PB_NIF(nif_buffer_valid);
+PB_NIF(nif_buffer_free);
 // nif_execute.cpp
 PB_NIF(nif_execute);
+PB_NIF(nif_cancel);
 PB_NIF(nif_measure_execute);
 PB_NIF(nif_reply);
 PB_NIF(nif_fail_call);
 
-// A %Plugboard.Buffer{} for a buffer the term will own.
-ERL_NIF_TERM make_buffer_term(ErlNifEnv* env, api::Buffer buffer);
+// A %Plugboard.Buffer{} for a buffer the term will own; `client` is the guarded client it was made on
+// (resources.h), `adopted_binary` when its memory is an Erlang binary's.
+ERL_NIF_TERM make_buffer_term(ErlNifEnv* env, api::Buffer buffer, std::shared_ptr<const api::Client> client,
+                              bool adopted_binary = false);
 
 }  // namespace plugboard::nif

@@ -1,5 +1,8 @@
 // Selection and clients: discover/1, boot/1 (dirty I/O: they read files, may probe devices, start
 // child processes and load plugins), open/2 (dirty I/O) and client_info/1.
+#include <cmath>
+#include <limits>
+
 #include "nif_functions.h"
 #include "report_terms.h"
 #include "resources.h"
@@ -12,8 +15,9 @@ Expected<api::SelectionSettings> get_settings(ErlNifEnv* env, ERL_NIF_TERM map) 
   if (!enif_is_map(env, map)) return invalid_argument("the selection settings must be a map");
   api::SelectionSettings s;
   if (auto v = map_get(env, map, "bundle")) {
-    PB_ASSIGN_OR_RETURN(auto bundle, get_optional_string(env, *v, "bundle"));
-    if (bundle) s.bundle = *bundle;
+    if (!is_nil(env, *v)) {
+      PB_ASSIGN_OR_RETURN(s.bundle, get_path(env, *v, "bundle"));
+    }
   }
   if (auto v = map_get(env, map, "target")) {
     PB_ASSIGN_OR_RETURN(s.target, get_optional_string(env, *v, "target"));
@@ -47,20 +51,28 @@ Expected<std::vector<api::CreateOption>> get_create_options(ErlNifEnv* env, ERL_
       return invalid_argument("create options must be {name, value} pairs");
     PB_ASSIGN_OR_RETURN(std::string name, get_string(env, kv[0], "create option name"));
     api::CreateOption option{name, {}};
-    ErlNifSInt64 i;
+    const std::string what = "create option " + name;
     double d;
-    if (enif_get_int64(env, kv[1], &i)) option.value = static_cast<int64_t>(i);
-    else if (enif_get_double(env, kv[1], &d)) option.value = static_cast<float>(d);
-    else if (auto b = get_bool(env, kv[1], name)) option.value = *b;
+    if (enif_get_double(env, kv[1], &d)) {
+      // PJRT takes float options as 32-bit floats.
+      if (!(std::fabs(d) <= static_cast<double>(std::numeric_limits<float>::max())))
+        return invalid_argument(what + " (" + std::to_string(d) + ") is out of range for a 32-bit float option");
+      option.value = static_cast<float>(d);
+    } else if (enif_is_number(env, kv[1])) {
+      PB_ASSIGN_OR_RETURN(int64_t i, get_int_in(env, kv[1], what, std::numeric_limits<int64_t>::min(),
+                                                 std::numeric_limits<int64_t>::max()));
+      option.value = i;
+    } else if (auto b = get_bool(env, kv[1], name)) option.value = *b;
     else if (enif_is_list(env, kv[1])) {
-      PB_ASSIGN_OR_RETURN(auto ints, get_int_list(env, kv[1], "create option " + name));
+      PB_ASSIGN_OR_RETURN(auto ints, get_int_list(env, kv[1], what));
       option.value = std::move(ints);
     } else {
-      PB_ASSIGN_OR_RETURN(std::string s, get_string(env, kv[1], "create option " + name));
+      PB_ASSIGN_OR_RETURN(std::string s, get_string(env, kv[1], what + " (an integer, float, boolean, list of integers or string)"));
       option.value = std::move(s);
     }
     out.push_back(std::move(option));
   }
+  if (!enif_is_empty_list(env, tail)) return invalid_argument("create options must be a list of {name, value} pairs");
   return out;
 }
 
@@ -99,7 +111,7 @@ PB_NIF(nif_boot) {
 PB_NIF(nif_open) {
   (void)argc;
   return guarded(env, "opening a plugin", [&] {
-    auto path = get_string(env, argv[0], "plugin");
+    auto path = get_path(env, argv[0], "plugin");
     if (!path) return make_error(env, path.error());
     auto options = get_create_options(env, argv[1]);
     if (!options) return make_error(env, options.error());
@@ -142,6 +154,7 @@ PB_NIF(nif_client_info) {
   });
 }
 
+// The client's teardown, when this was its last reference, runs on a launch-pool thread (guard_client).
 PB_NIF(nif_client_close) {
   (void)argc;
   auto* c = get_resource<ClientResource>(env, argv[0]);
@@ -158,7 +171,8 @@ PB_NIF(nif_resource_counts) {
   const std::pair<const char*, ResourceKind> kinds[] = {{"client", ResourceKind::kClient},
                                                         {"executable", ResourceKind::kExecutable},
                                                         {"buffer", ResourceKind::kBuffer},
-                                                        {"call", ResourceKind::kCall}};
+                                                        {"call", ResourceKind::kCall},
+                                                        {"gate", ResourceKind::kGate}};
   for (const auto& [name, kind] : kinds) enif_make_map_put(env, map, atom(env, name), enif_make_int64(env, live_resources(kind)), &map);
   return map;
 }

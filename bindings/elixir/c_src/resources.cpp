@@ -4,6 +4,7 @@
 
 #include "callback_route.h"
 #include "terms.h"
+#include "work_pool.h"
 
 namespace plugboard::nif {
 namespace {
@@ -30,13 +31,17 @@ void call_down(ErlNifEnv*, void* memory, ErlNifPid*, ErlNifMonitor*) {
 }
 
 template <class T>
-bool open_type(ErlNifEnv* env, const char* name, ErlNifResourceDown* down = nullptr) {
+bool open_type(ErlNifEnv* env, const char* name, ErlNifResourceFlags flags, ErlNifResourceDown* down = nullptr) {
   ErlNifResourceTypeInit init{};
   init.dtor = &destroy<T>;
   init.down = down;
   init.members = 3;
-  type_slot<T>() = enif_open_resource_type_x(env, name, &init, ERL_NIF_RT_CREATE, nullptr);
+  type_slot<T>() = enif_open_resource_type_x(env, name, &init, flags, nullptr);
   return type_slot<T>() != nullptr;
+}
+
+std::string describe(const api::Buffer& b) {
+  return shape_string(b.dtype(), std::vector<int64_t>(b.dims().begin(), b.dims().end())) + " on device " + std::to_string(b.device());
 }
 
 }  // namespace
@@ -52,6 +57,58 @@ template <>
 ErlNifResourceType* resource_type<BufferResource>() { return type_slot<BufferResource>(); }
 template <>
 ErlNifResourceType* resource_type<CallResource>() { return type_slot<CallResource>(); }
+template <>
+ErlNifResourceType* resource_type<GateResource>() { return type_slot<GateResource>(); }
+
+std::shared_ptr<const api::Client> guard_client(std::shared_ptr<const api::Client> client) {
+  const api::Client* raw = client.get();
+  return std::shared_ptr<const api::Client>(raw, [owned = std::move(client)](const api::Client*) mutable {
+    auto last = std::make_shared<std::shared_ptr<const api::Client>>(std::move(owned));
+    // No thread to run it on (no memory): destroyed here rather than never.
+    if (!launch_pool().post([last] { last->reset(); })) last->reset();
+  });
+}
+
+void dispose(std::shared_ptr<api::Buffer> buffer) {
+  if (!buffer || buffer.use_count() > 1 || buffer->byte_size() <= kDirtyCopyBytes) return;
+  auto last = std::make_shared<std::shared_ptr<api::Buffer>>(std::move(buffer));
+  if (!launch_pool().post([last] { last->reset(); })) last->reset();
+}
+
+BufferResource::~BufferResource() { dispose(std::move(buffer)); }
+
+Expected<std::shared_ptr<api::Buffer>> BufferResource::use(std::string_view as) {
+  std::lock_guard lock(mutex);
+  if (buffer && buffer->valid()) return buffer;
+  const std::string head = std::string(as) + " (" + (what.empty() ? "a buffer" : "buffer " + what) + ")";
+  switch (gone) {
+    case Gone::kFreed: return make_error(Code::kFailedPrecondition, head + " was freed by Plugboard.free/1");
+    case Gone::kDonated:
+    case Gone::kNo: break;
+  }
+  return make_error(Code::kFailedPrecondition, head + " was donated to an earlier execution");
+}
+
+std::shared_ptr<api::Buffer> BufferResource::take(Gone why) {
+  if (buffer && buffer->valid()) what = describe(*buffer);
+  gone = why;
+  return std::move(buffer);
+}
+
+Status BufferResource::free() {
+  std::shared_ptr<api::Buffer> last;
+  {
+    std::lock_guard lock(mutex);
+    if (!buffer || !buffer->valid()) {
+      if (gone == Gone::kFreed) return ok();  // freeing twice is harmless
+      return make_error(Code::kFailedPrecondition, "buffer " + what + " was donated to an earlier execution");
+    }
+    last = take(Gone::kFreed);
+  }
+  // The memory goes now unless a running execution holds the buffer, and then when it is done.
+  dispose(std::move(last));
+  return ok();
+}
 
 Expected<std::shared_ptr<const api::Client>> get_client(ErlNifEnv* env, ERL_NIF_TERM term) {
   auto* c = get_resource<ClientResource>(env, enif_is_map(env, term) ? map_get(env, term, "resource").value_or(term) : term);
@@ -61,9 +118,12 @@ Expected<std::shared_ptr<const api::Client>> get_client(ErlNifEnv* env, ERL_NIF_
   return client;
 }
 
-bool open_resource_types(ErlNifEnv* env) {
-  return open_type<ClientResource>(env, "plugboard_client") && open_type<ExecutableResource>(env, "plugboard_executable") &&
-         open_type<BufferResource>(env, "plugboard_buffer") && open_type<CallResource>(env, "plugboard_call", &call_down);
+bool open_resource_types(ErlNifEnv* env, ErlNifResourceFlags flags) {
+  return open_type<ClientResource>(env, "plugboard_client", flags) &&
+         open_type<ExecutableResource>(env, "plugboard_executable", flags) &&
+         open_type<BufferResource>(env, "plugboard_buffer", flags) &&
+         open_type<CallResource>(env, "plugboard_call", flags, &call_down) &&
+         open_type<GateResource>(env, "plugboard_gate", flags);
 }
 
 }  // namespace plugboard::nif

@@ -18,9 +18,20 @@
 
 namespace plugboard::nif {
 
+// Every client the NIF hands out is wrapped so that the last reference to it, wherever it is dropped
+// (close/1, the GC destroying a client, executable or buffer term, on a scheduler), hands the client
+// to a launch-pool thread to destroy: PJRT_Client_Destroy can take long (a GPU's teardown). Every
+// object that may keep the client alive (executables, buffers) holds one of these too, so the
+// plugin's own references always go before it.
+std::shared_ptr<const api::Client> guard_client(std::shared_ptr<const api::Client> client);
+
+// Drops a reference to a buffer; the last one of a large buffer is dropped on a launch-pool thread
+// (releasing many pages can take milliseconds).
+void dispose(std::shared_ptr<api::Buffer> buffer);
+
 // A client; close/1 lets go of it early (executables and buffers keep their own reference).
 struct ClientResource {
-  explicit ClientResource(std::shared_ptr<const api::Client> c) : client_(std::move(c)) {}
+  explicit ClientResource(std::shared_ptr<const api::Client> c) : client_(guard_client(std::move(c))) {}
   std::shared_ptr<const api::Client> get() {
     std::lock_guard lock(mutex_);
     return client_;
@@ -36,22 +47,42 @@ struct ClientResource {
   std::shared_ptr<const api::Client> client_;
 };
 
+// How executions of an executable may start (nif_execute.cpp): on the calling scheduler only when
+// nothing about the program says it could run long, and never again once a launch there did.
 struct ExecutableResource {
-  std::shared_ptr<const api::Client> client;
+  ExecutableResource(std::shared_ptr<const api::Client> c, api::Executable e, bool inline_ok)
+      : client(std::move(c)), executable(std::move(e)), may_launch_inline(inline_ok) {}
+  std::shared_ptr<const api::Client> client;  // declared first: destroyed after the executable
   api::Executable executable;
+  std::atomic<bool> may_launch_inline;
 };
 
 // A device buffer. Reads take a reference to the Buffer under the lock and use it outside; donation
-// takes the Buffer away (only when nothing else is using it at that moment), after which every use
-// is FAILED_PRECONDITION.
+// and free/1 take the Buffer away (donation only when nothing else is using it at that moment),
+// after which every use is FAILED_PRECONDITION naming the buffer and why it is gone.
 struct BufferResource {
-  explicit BufferResource(std::shared_ptr<api::Buffer> b) : buffer(std::move(b)) {}
+  enum class Gone { kNo, kDonated, kFreed };
+  BufferResource(std::shared_ptr<api::Buffer> b, std::shared_ptr<const api::Client> c, bool adopted_binary)
+      : client(std::move(c)), buffer(std::move(b)), donatable(!adopted_binary) {}
+  ~BufferResource();
+  std::shared_ptr<const api::Client> client;  // declared first: destroyed after the buffer
   std::mutex mutex;
-  std::shared_ptr<api::Buffer> buffer;  // null once donated
+  std::shared_ptr<api::Buffer> buffer;  // null once gone
+  Gone gone = Gone::kNo;
+  std::string what;  // "f32[4] on device 0", set when it goes (the Buffer's shape is gone with it)
+  // False for a view of an Erlang binary (buffer/5 adopts binaries over 64 bytes), however the plugin
+  // made it: immutable memory is never handed over, whatever its alignment.
+  const bool donatable;
   std::shared_ptr<api::Buffer> get() {
     std::lock_guard lock(mutex);
     return buffer;
   }
+  // The buffer, or FAILED_PRECONDITION saying why it is gone.
+  Expected<std::shared_ptr<api::Buffer>> use(std::string_view as);
+  // Takes the buffer away (the caller holds the lock); `buffer` must be set.
+  std::shared_ptr<api::Buffer> take(Gone why);
+  // free/1: the device memory goes as soon as no running execution uses it.
+  Status free();
 };
 
 class PendingCall;
@@ -65,8 +96,16 @@ struct CallResource {
   ~CallResource();
 };
 
-// Registered at load: the types of every resource above.
-bool open_resource_types(ErlNifEnv* env);
+class ReplyGate;
+// The caller's handle on an asynchronous call (reply_gate.h): cancel/1 closes it.
+struct GateResource {
+  explicit GateResource(std::shared_ptr<ReplyGate> g) : gate(std::move(g)) {}
+  std::shared_ptr<ReplyGate> gate;
+};
+
+// Registered at load (flags ERL_NIF_RT_CREATE) and on a code upgrade (also ERL_NIF_RT_TAKEOVER: the
+// new library's callbacks take over the resources the old one made).
+bool open_resource_types(ErlNifEnv* env, ErlNifResourceFlags flags);
 
 template <class T>
 ErlNifResourceType* resource_type();
@@ -78,6 +117,8 @@ template <>
 ErlNifResourceType* resource_type<BufferResource>();
 template <>
 ErlNifResourceType* resource_type<CallResource>();
+template <>
+ErlNifResourceType* resource_type<GateResource>();
 
 // What a resource's memory holds: the object, made before the resource (so that a constructor that
 // throws leaves nothing behind) and deleted by the resource's destructor callback.
@@ -90,7 +131,7 @@ struct ResourceSlot {
 Expected<std::shared_ptr<const api::Client>> get_client(ErlNifEnv* env, ERL_NIF_TERM term);
 
 // Live objects of each resource type (what the tests watch the garbage collector release).
-enum class ResourceKind { kClient, kExecutable, kBuffer, kCall, kCount };
+enum class ResourceKind { kClient, kExecutable, kBuffer, kCall, kGate, kCount };
 template <class T>
 constexpr ResourceKind kind_of();
 void count_resource(ResourceKind kind, int delta);
@@ -126,6 +167,8 @@ template <>
 constexpr ResourceKind kind_of<BufferResource>() { return ResourceKind::kBuffer; }
 template <>
 constexpr ResourceKind kind_of<CallResource>() { return ResourceKind::kCall; }
+template <>
+constexpr ResourceKind kind_of<GateResource>() { return ResourceKind::kGate; }
 
 // The object behind a resource term of type T, or nullptr.
 template <class T>

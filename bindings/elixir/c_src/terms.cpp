@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <unordered_map>
 
 namespace plugboard::nif {
@@ -141,9 +142,25 @@ Expected<std::vector<std::string>> get_string_list(ErlNifEnv* env, ERL_NIF_TERM 
 }
 
 Expected<int64_t> get_int(ErlNifEnv* env, ERL_NIF_TERM term, std::string_view what) {
+  return get_int_in(env, term, what, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+}
+
+Expected<int64_t> get_int_in(ErlNifEnv* env, ERL_NIF_TERM term, std::string_view what, int64_t lo, int64_t hi) {
   ErlNifSInt64 v;
-  if (!enif_get_int64(env, term, &v)) return expected_a(what, "an integer");
-  return static_cast<int64_t>(v);
+  double d;
+  const bool integer = enif_is_number(env, term) && !enif_get_double(env, term, &d);
+  if (enif_get_int64(env, term, &v) && v >= lo && v <= hi) return static_cast<int64_t>(v);
+  const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
+  if (integer) return invalid_argument(std::string(what) + " is out of range: it must be an integer in " + range);
+  return expected_a(what, "an integer in " + range);
+}
+
+Expected<std::string> get_path(ErlNifEnv* env, ERL_NIF_TERM term, std::string_view what) {
+  PB_ASSIGN_OR_RETURN(std::string path, get_string(env, term, what));
+  if (path.find('\0') != std::string::npos)
+    return invalid_argument(std::string(what) + " contains a NUL byte (at " + std::to_string(path.find('\0')) +
+                            "): not a usable path");
+  return path;
 }
 
 Expected<std::vector<int64_t>> get_int_list(ErlNifEnv* env, ERL_NIF_TERM term, std::string_view what) {

@@ -18,6 +18,13 @@
 
 namespace plugboard::nif {
 
+// The longest time-out an option takes, in ms: Erlang's own limit for `receive ... after`.
+inline constexpr int64_t kMaxTimeoutMs = 4'294'967'295;
+// Copies of more bytes than this (about 0.1 ms) are done on a dirty scheduler.
+inline constexpr size_t kDirtyCopyBytes = 1 << 20;
+// True on a normal scheduler (where a NIF must return within a millisecond).
+inline bool on_normal_scheduler() { return enif_thread_type() == ERL_NIF_THR_NORMAL_SCHEDULER; }
+
 // A process-independent environment (for messages sent from plugboard's threads, and for terms kept
 // beyond one NIF call). Owns what it allocates; freed with it.
 class OwnedEnv {
@@ -73,6 +80,10 @@ Expected<std::string> get_string(ErlNifEnv* env, ERL_NIF_TERM term, std::string_
 Expected<std::optional<std::string>> get_optional_string(ErlNifEnv* env, ERL_NIF_TERM term, std::string_view what);
 Expected<std::vector<std::string>> get_string_list(ErlNifEnv* env, ERL_NIF_TERM term, std::string_view what);
 Expected<int64_t> get_int(ErlNifEnv* env, ERL_NIF_TERM term, std::string_view what);
+// An integer in lo..hi, checked before any narrowing (a bignum is refused as out of range).
+Expected<int64_t> get_int_in(ErlNifEnv* env, ERL_NIF_TERM term, std::string_view what, int64_t lo, int64_t hi);
+// A file-system path: a string without NUL bytes (the C library would stop reading at the first).
+Expected<std::string> get_path(ErlNifEnv* env, ERL_NIF_TERM term, std::string_view what);
 Expected<std::vector<int64_t>> get_int_list(ErlNifEnv* env, ERL_NIF_TERM term, std::string_view what);
 Expected<bool> get_bool(ErlNifEnv* env, ERL_NIF_TERM term, std::string_view what);
 Expected<std::optional<bool>> get_optional_bool(ErlNifEnv* env, ERL_NIF_TERM term, std::string_view what);

@@ -1,71 +1,74 @@
 #include "work_pool.h"
 
-#include <condition_variable>
-#include <deque>
-#include <mutex>
 #include <thread>
 
 namespace plugboard::nif {
-namespace {
 
-class WorkPool {
- public:
-  bool post(std::function<void()> task) noexcept {
-    std::unique_lock lock(mutex_);
+bool WorkPool::post(std::function<void()> task) noexcept {
+  std::unique_lock lock(mutex_);
+  try {
+    queue_.push_back(std::move(task));
+  } catch (...) {
+    return false;
+  }
+  if (idle_ < queue_.size() && threads_ < limits_.max_threads) {
     try {
-      queue_.push_back(std::move(task));
+      std::thread(&WorkPool::work, this).detach();
+      ++threads_;
     } catch (...) {
-      return false;
-    }
-    if (idle_ < queue_.size() && threads_ < kMaxThreads) {
-      try {
-        std::thread(&WorkPool::work, this).detach();
-        ++threads_;
-      } catch (...) {
-        if (threads_ == 0) {  // nobody would ever run it
-          queue_.pop_back();
-          return false;
-        }
+      if (threads_ == 0) {  // nobody would ever run it
+        queue_.pop_back();
+        return false;
       }
     }
-    lock.unlock();
-    ready_.notify_one();
-    return true;
   }
-
- private:
-  static constexpr size_t kMaxThreads = 64;
-  void work() {
-    std::unique_lock lock(mutex_);
-    for (;;) {
-      ++idle_;
-      ready_.wait(lock, [&] { return !queue_.empty(); });
-      --idle_;
-      std::function<void()> task = std::move(queue_.front());
-      queue_.pop_front();
-      lock.unlock();
-      try {
-        task();
-      } catch (...) {
-        // A task reports its own outcome by message; nothing to throw to here.
-      }
-      task = nullptr;
-      lock.lock();
-    }
-  }
-  std::mutex mutex_;
-  std::condition_variable ready_;
-  std::deque<std::function<void()>> queue_;
-  size_t threads_ = 0, idle_ = 0;
-};
-
-WorkPool& pool() {
-  static WorkPool* p = new WorkPool();  // leaked: its threads outlive static destruction
-  return *p;
+  lock.unlock();
+  ready_.notify_one();
+  return true;
 }
 
-}  // namespace
+WorkPool::Counts WorkPool::counts() noexcept {
+  std::lock_guard lock(mutex_);
+  return {threads_, idle_, queue_.size()};
+}
 
-bool run_off_scheduler(std::function<void()> task) noexcept { return pool().post(std::move(task)); }
+void WorkPool::work() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    ++idle_;
+    const bool has_work = ready_.wait_for(lock, limits_.retire_after, [&] { return !queue_.empty(); });
+    --idle_;
+    if (!has_work) {
+      if (threads_ > limits_.kept_idle) {
+        --threads_;
+        return;
+      }
+      continue;
+    }
+    std::function<void()> task = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    try {
+      task();
+    } catch (...) {
+      // A task reports its own outcome by message; nothing to throw to here.
+    }
+    task = nullptr;
+    lock.lock();
+  }
+}
+
+// Leaked: their threads outlive static destruction.
+WorkPool& compile_pool() {
+  static WorkPool* pool = new WorkPool({.max_threads = 16, .kept_idle = 2, .retire_after = std::chrono::seconds(30)});
+  return *pool;
+}
+
+WorkPool& launch_pool() {
+  // Bounded only against runaway growth: each thread beyond the ones working is one waiting on
+  // something (a callback's answer, a long program the plugin runs inline).
+  static WorkPool* pool = new WorkPool({.max_threads = 16384, .kept_idle = 4, .retire_after = std::chrono::seconds(10)});
+  return *pool;
+}
 
 }  // namespace plugboard::nif

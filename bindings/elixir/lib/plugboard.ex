@@ -9,11 +9,18 @@ defmodule Plugboard do
       {:ok, [y]} = Plugboard.run(exe, [x, x])
       {:ok, bytes} = Plugboard.to_binary(y)
 
-  Nothing here holds a BEAM scheduler while a plugin works: compilation, executions and reads run on
-  plugboard's threads and answer by message; `compile/3`, `run/3` and `to_binary/2` wait for that
-  message in a `receive`. Native objects (clients, executables, buffers) are owned by the garbage
-  collector. Every function returns `{:ok, value}` or `{:error, %Plugboard.Error{}}`; the bang
-  variants raise the error.
+  Nothing here holds a normal BEAM scheduler for more than a millisecond: compilation, executions
+  that may run long (the plugin may run a program inside its launch call), large copies and a
+  client's teardown run on plugboard's threads or on dirty schedulers and answer by message;
+  `compile/3`, `run/3` and `to_binary/2` wait for that message in a `receive`. Waiting is never
+  shared: an execution held up in a host callback holds a thread of its own, never one that a
+  compilation or another execution needs. A caller that gives up (`timeout:`) cancels what it waited
+  for: no message for it arrives later, and its pending host calls fail.
+
+  Native objects (clients, executables, buffers) are owned by the garbage collector; `free/1` lets go
+  of a buffer's device memory now. Every function returns `{:ok, value}` or
+  `{:error, %Plugboard.Error{}}` (every option is checked, and a bad one named); the bang variants
+  raise the error.
 
   Host callbacks: a program's blocking custom calls (`stablehlo.custom_call @name` with results) go to
   an Elixir function run by the process waiting in `run/3` (or to a handler process), its ordered
@@ -21,16 +28,13 @@ defmodule Plugboard do
   Routing is per execution: many processes may run one executable at once, each getting its own calls.
   """
 
-  alias Plugboard.{Buffer, Call, Client, Error, Executable, HostTensor, Native, OrderedCall, Report, Run}
+  alias Plugboard.{Buffer, Call, Client, Error, Executable, HostTensor, Native, Options, OrderedCall, Report, Run}
 
   @typedoc "Element types, by plugboard's names."
   @type dtype ::
           :bool | :i8 | :i16 | :i32 | :i64 | :u8 | :u16 | :u32 | :u64 | :f16 | :bf16 | :f32 | :f64 | :c64 | :c128
           | :f8e5m2 | :f8e4m3fn
   @type result(t) :: {:ok, t} | {:error, Error.t()}
-
-  # Binaries above this are copied on a dirty scheduler (a copy this size takes ~0.1 ms).
-  @dirty_copy_bytes 1_048_576
 
   @doc "The version of the native library."
   @spec version() :: String.t()
@@ -169,25 +173,28 @@ defmodule Plugboard do
   end
 
   def compile(%Client{resource: r}, program, opts) when is_binary(program) do
-    options = %{
-      callbacks: Enum.map(Keyword.get(opts, :callbacks, []), &to_string/1),
-      xla_options: Keyword.get(opts, :xla_options, []),
-      plugin_defaults: Keyword.get(opts, :plugin_defaults, false),
-      portable: Keyword.get(opts, :portable, false),
-      compile_cache: Keyword.get(opts, :compile_cache, true)
-    }
-
-    ref = make_ref()
-
-    with :ok <- Native.compile(r, program, Keyword.get(opts, :name, "<inline>"), options, self(), ref) do
+    with :ok <- Options.known(opts, [:name, :callbacks, :xla_options, :plugin_defaults, :portable, :compile_cache, :timeout], "compile"),
+         {:ok, callbacks} <- Options.names(opts, :callbacks),
+         {:ok, xla_options} <- Options.names(opts, :xla_options),
+         {:ok, plugin_defaults} <- Options.boolean(opts, :plugin_defaults, false),
+         {:ok, portable} <- Options.boolean(opts, :portable, false),
+         {:ok, compile_cache} <- Options.boolean(opts, :compile_cache, true),
+         {:ok, timeout} <- Options.timeout(opts, :timeout, :infinity),
+         name = to_string(Keyword.get(opts, :name, "<inline>")),
+         options = %{callbacks: callbacks, xla_options: xla_options, plugin_defaults: plugin_defaults, portable: portable,
+                     compile_cache: compile_cache},
+         ref = make_ref(),
+         {:started, gate} <- Native.compile(r, program, name, options, self(), ref) do
       receive do
         {:plugboard_compiled, ^ref, outcome} -> outcome
       after
-        Keyword.get(opts, :timeout, :infinity) ->
-          {:error, Error.new(:deadline_exceeded, "compilation did not finish in #{opts[:timeout]} ms")}
+        timeout -> give_up(gate, ref, :plugboard_compiled, "compiling #{name} did not finish in #{timeout} ms")
       end
     end
   end
+
+  def compile(client, program, _opts),
+    do: Options.invalid("compile: expected a %Plugboard.Client{} and a program binary or {:file, path}, got #{inspect(client, limit: 3)} and #{inspect(program, limit: 3)}")
 
   @doc "Same as `compile/3`, raising the error."
   @spec compile!(Client.t(), binary() | {:file, Path.t()}, keyword()) :: Executable.t()
@@ -198,17 +205,29 @@ defmodule Plugboard do
 
   @doc """
   A device buffer from a binary of row-major little-endian elements (`byte_size` must be what dtype
-  and shape call for). A large binary is adopted rather than copied where the platform allows it
-  (zero-copy on CPU when its bytes are 64-byte aligned); the binary is kept alive as long as the
-  device uses it, and such a buffer cannot be donated. Option `device:` (index, default 0).
+  and shape call for; `:bool` elements are the bytes 0 and 1). A binary over 64 bytes is adopted
+  rather than copied where the platform allows it (zero-copy on CPU when its bytes are 64-byte
+  aligned); the binary is kept alive as long as the device uses it, and such a buffer is never
+  donatable, wherever its bytes lie. Options: `device:` (index, default 0), `copy:` (default false:
+  true copies the bytes, and the buffer can be donated). Copies of more than a MiB run on a dirty
+  scheduler.
   """
   @spec buffer(Client.t(), binary(), dtype(), tuple(), keyword()) :: result(Buffer.t())
-  def buffer(%Client{resource: r}, data, dtype, shape, opts \\ []) when is_binary(data) and is_tuple(shape) do
-    device = Keyword.get(opts, :device, 0)
+  def buffer(client, data, dtype, shape, opts \\ [])
 
-    if byte_size(data) > @dirty_copy_bytes,
-      do: Native.buffer_from_binary_dirty(r, data, dtype, shape, device),
-      else: Native.buffer_from_binary(r, data, dtype, shape, device)
+  def buffer(%Client{resource: r}, data, dtype, shape, opts) when is_binary(data) and is_tuple(shape) do
+    with :ok <- Options.known(opts, [:device, :copy], "buffer"),
+         {:ok, device} <- Options.index(opts, :device, 0),
+         {:ok, copy} <- Options.boolean(opts, :copy, false),
+         do: Native.buffer_from_binary(r, data, dtype, shape, device, copy)
+  end
+
+  def buffer(client, data, _dtype, shape, _opts) do
+    cond do
+      not match?(%Client{}, client) -> Options.invalid("buffer: expected a %Plugboard.Client{}, got #{inspect(client, limit: 3)}")
+      not is_binary(data) -> Options.invalid("buffer: data must be a binary, got #{inspect(data, limit: 3)}")
+      true -> Options.invalid("buffer: shape must be a tuple of dimension sizes, got #{inspect(shape, limit: 5)}")
+    end
   end
 
   @doc "Same as `buffer/5`, raising the error."
@@ -217,17 +236,22 @@ defmodule Plugboard do
 
   @doc "The buffer's contents as a binary (waits for them to be computed)."
   @spec to_binary(Buffer.t(), timeout()) :: result(binary())
-  def to_binary(%Buffer{resource: r}, timeout \\ :infinity) do
+  def to_binary(buffer, timeout \\ :infinity)
+
+  def to_binary(%Buffer{resource: r}, timeout) do
     ref = make_ref()
 
-    with :ok <- Native.buffer_to_binary(r, self(), ref) do
+    with {:ok, timeout} <- Options.timeout([timeout: timeout], :timeout, :infinity),
+         {:started, gate} <- Native.buffer_to_binary(r, self(), ref) do
       receive do
         {:plugboard_binary, ^ref, outcome} -> outcome
       after
-        timeout -> {:error, Error.new(:deadline_exceeded, "the buffer was not read in #{timeout} ms")}
+        timeout -> give_up(gate, ref, :plugboard_binary, "the buffer was not read in #{timeout} ms")
       end
     end
   end
+
+  def to_binary(other, _timeout), do: Options.invalid("to_binary: expected a %Plugboard.Buffer{}, got #{inspect(other, limit: 3)}")
 
   @doc "Same as `to_binary/2`, raising the error."
   @spec to_binary!(Buffer.t(), timeout()) :: binary()
@@ -240,9 +264,19 @@ defmodule Plugboard do
          do: {:ok, %HostTensor{data: data, dtype: buffer.dtype, shape: buffer.shape}}
   end
 
-  @doc "False once the buffer was donated to an execution."
+  @doc "False once the buffer was donated to an execution or freed."
   @spec valid?(Buffer.t()) :: boolean()
   def valid?(%Buffer{resource: r}), do: Native.buffer_valid(r)
+
+  @doc """
+  Releases the buffer's device memory now, rather than when the garbage collector finds its term
+  unused (a term is small, so the GC may not hurry while device memory runs out). Every later use of
+  the buffer is `:failed_precondition`, naming it. An execution running on it keeps the memory until
+  it is done. Freeing twice is `:ok`; a donated buffer is an error.
+  """
+  @spec free(Buffer.t()) :: :ok | {:error, Error.t()}
+  def free(%Buffer{resource: r}), do: Native.buffer_free(r)
+  def free(other), do: Options.invalid("free: expected a %Plugboard.Buffer{}, got #{inspect(other, limit: 3)}")
 
   # ------------------------------------------------------------------------------------------------
   # Executions
@@ -264,13 +298,18 @@ defmodule Plugboard do
     * `device:` — device index (a program compiled `portable: true` for another than 0).
     * `callback_timeout:` — how long a blocking call waits for its answer (ms, default 60_000, or
       `:infinity`); `timeout:` — how long this call waits for the outputs (default `:infinity`).
+      A call that gives up cancels the execution's waiting: its pending host calls fail, its thread
+      is freed, and no message for it arrives later (a program already running on the device runs
+      to its end: PJRT cannot stop it).
 
-  A callback function that raises fails the execution with the exception's message; a handler
+  A callback function that raises, throws or exits fails the execution with the reason; a handler
   process that dies fails its pending calls.
   """
   @spec run(Executable.t(), [Buffer.t()], keyword()) :: result([Buffer.t()])
-  def run(%Executable{} = exe, args, opts \\ []) do
-    with {:ok, run} <- run_async(exe, args, opts), do: await(run, Keyword.get(opts, :timeout, :infinity))
+  def run(exe, args, opts \\ []) do
+    with {:ok, timeout} <- Options.timeout(if(Keyword.keyword?(opts), do: opts, else: []), :timeout, :infinity),
+         {:ok, run} <- run_async(exe, args, opts),
+         do: await(run, timeout)
   end
 
   @doc "Same as `run/3`, raising the error."
@@ -282,18 +321,20 @@ defmodule Plugboard do
   Host callbacks bound to functions run while this process is in `await/2`.
   """
   @spec run_async(Executable.t(), [Buffer.t()], keyword()) :: result(Run.t())
-  def run_async(%Executable{resource: r} = exe, args, opts \\ []) when is_list(args) do
-    with {:ok, routes, blocking, ordered} <- bindings(exe, opts) do
+  def run_async(exe, args, opts \\ [])
+
+  def run_async(%Executable{resource: r} = exe, args, opts) when is_list(args) do
+    with :ok <- Options.known(opts, [:callbacks, :ordered, :donate, :device, :callback_timeout, :timeout], "run"),
+         {:ok, _} <- Options.timeout(opts, :timeout, :infinity),
+         {:ok, limit} <- Options.timeout(opts, :callback_timeout, 60_000),
+         {:ok, device} <- Options.index(opts, :device, 0),
+         {:ok, donate} <- donate(opts),
+         {:ok, routes, blocking, ordered} <- bindings(exe, opts) do
       ref = make_ref()
+      limit = if limit == :infinity, do: nil, else: limit
 
-      limit =
-        case Keyword.get(opts, :callback_timeout, 60_000) do
-          :infinity -> nil
-          ms when is_integer(ms) and ms >= 0 -> ms
-        end
-
-      case Native.execute(r, args, Keyword.get(opts, :donate, []), Keyword.get(opts, :device, 0), routes, limit, self(), ref) do
-        :ok -> {:ok, %Run{ref: ref, blocking: blocking, ordered: ordered, executable: exe.name}}
+      case Native.execute(r, args, donate, device, routes, limit, self(), ref) do
+        {:started, gate} -> {:ok, %Run{ref: ref, gate: gate, blocking: blocking, ordered: ordered, executable: exe.name}}
         # Finished inside the call (a small program on CPU): nothing to wait for.
         {:done, outcome} -> {:ok, %Run{ref: ref, blocking: %{}, ordered: %{}, executable: exe.name, done: outcome}}
         {:error, _} = error -> error
@@ -301,18 +342,41 @@ defmodule Plugboard do
     end
   end
 
+  def run_async(exe, args, _opts),
+    do: Options.invalid("run: expected a %Plugboard.Executable{} and a list of buffers, got #{inspect(exe, limit: 3)} and #{inspect(args, limit: 3)}")
+
+  defp donate(opts) do
+    case Keyword.get(opts, :donate, []) do
+      list when is_list(list) -> {:ok, list}
+      other -> Options.invalid("donate: must be a list of argument indices, got #{inspect(other, limit: 5)}")
+    end
+  end
+
   # The routes of the program's host callbacks, and the functions this process runs for them.
-  defp bindings(%Executable{callbacks: []}, _opts), do: {:ok, [], %{}, %{}}
+  defp bindings(%Executable{callbacks: []}, opts) do
+    # Checked even when the program calls nothing: a malformed binding is the caller's mistake.
+    with {:ok, _} <- blocking_bindings(opts), {:ok, _} <- ordered_bindings(opts), do: {:ok, [], %{}, %{}}
+  end
 
   defp bindings(exe, opts) do
-    blocking = Map.new(Keyword.get(opts, :callbacks, %{}), fn {k, v} -> {to_string(k), v} end)
-    ordered = Map.new(Keyword.get(opts, :ordered, %{}), fn {k, v} -> {to_string(k), v} end)
-    ordered = Map.put_new(ordered, "plugboard.print", :logger)
-    functions = fn map -> for {k, f} <- map, is_function(f), into: %{}, do: {k, f} end
-
-    with {:ok, routes} <- routes(exe, blocking, ordered),
-         do: {:ok, routes, functions.(blocking), functions.(ordered)}
+    with {:ok, blocking} <- blocking_bindings(opts),
+         {:ok, ordered} <- ordered_bindings(opts),
+         ordered = Map.put_new(ordered, "plugboard.print", :logger),
+         {:ok, routes} <- routes(exe, blocking, ordered) do
+      functions = fn map -> for {k, f} <- map, is_function(f), into: %{}, do: {k, f} end
+      {:ok, routes, functions.(blocking), functions.(ordered)}
+    end
   end
+
+  defp blocking_bindings(opts),
+    do: Options.bindings(opts, :callbacks, &(is_function(&1, 1) or is_function(&1, 2) or is_pid(&1) or registered_name?(&1)),
+                         "a function of arity 1 or 2, a pid or a registered process name")
+
+  defp ordered_bindings(opts),
+    do: Options.bindings(opts, :ordered, &(is_function(&1, 1) or is_pid(&1) or registered_name?(&1)),
+                         "a function of arity 1, a pid, a registered process name or :logger")
+
+  defp registered_name?(name), do: is_atom(name) and name not in [nil, true, false]
 
   # One route per host callback the program calls that is bound here: {name, pid, ordered?}.
   defp routes(%Executable{callbacks: needed}, blocking, ordered) do
@@ -364,7 +428,32 @@ defmodule Plugboard do
           _ -> outcome
         end
     after
-      timeout -> {:error, Error.new(:deadline_exceeded, "#{run.executable} did not finish in #{timeout} ms")}
+      timeout -> give_up(run.gate, ref, :plugboard_done, "#{run.executable} did not finish in #{timeout} ms")
+    end
+  end
+
+  # The caller stops waiting: nothing more is sent for `ref` (its pending host calls fail), and what
+  # was sent already leaves the mailbox. An outcome that arrived meanwhile is still the answer.
+  defp give_up(gate, ref, outcome_tag, message) do
+    :ok = Native.cancel(gate)
+
+    result =
+      receive do
+        {^outcome_tag, ^ref, outcome} -> outcome
+      after
+        0 -> {:error, Error.new(:deadline_exceeded, message)}
+      end
+
+    flush(ref)
+    result
+  end
+
+  defp flush(ref) do
+    receive do
+      {tag, ^ref, _} when tag in [:plugboard_call, :plugboard_ordered, :plugboard_done, :plugboard_compiled, :plugboard_binary] ->
+        flush(ref)
+    after
+      0 -> :ok
     end
   end
 
@@ -380,7 +469,8 @@ defmodule Plugboard do
 
     case result do
       {:raised, text} -> fail(call, "raised " <> text)
-      {:error, message} -> fail(call, to_string(message))
+      {:error, message} when is_binary(message) -> fail(call, message)
+      {:error, reason} -> fail(call, inspect(reason))
       results -> reply(call, results)
     end
   end
@@ -391,6 +481,8 @@ defmodule Plugboard do
       nil
     rescue
       e -> Error.new(:unknown, "ordered host callback #{call.name} raised #{Exception.message(e)}")
+    catch
+      kind, value -> Error.new(:unknown, "ordered host callback #{call.name} failed: #{Exception.format_banner(kind, value)}")
     end
   end
 
@@ -404,7 +496,8 @@ defmodule Plugboard do
 
   @doc "Fails a blocking host call: the execution fails with `message`."
   @spec fail(Call.t(), String.t()) :: :ok | {:error, Error.t()}
-  def fail(%Call{resource: r}, message), do: Native.fail_call(r, message)
+  def fail(%Call{resource: r}, message) when is_binary(message), do: Native.fail_call(r, message)
+  def fail(%Call{} = call, reason), do: fail(call, inspect(reason))
 
   defp unwrap!({:ok, value}), do: value
   defp unwrap!({:error, %Error{} = error}), do: raise(error)

@@ -138,6 +138,6 @@ defmodule Plugboard.Run do
   An execution in flight, from `Plugboard.run_async/3`; `Plugboard.await/2` waits for it (and runs
   its host callbacks that are Elixir functions, in the process that started it).
   """
-  @type t :: %__MODULE__{ref: reference(), blocking: map(), ordered: map(), executable: String.t(), done: term()}
-  defstruct [:ref, :blocking, :ordered, :executable, :done]
+  @type t :: %__MODULE__{ref: reference(), gate: reference() | nil, blocking: map(), ordered: map(), executable: String.t(), done: term()}
+  defstruct [:ref, :gate, :blocking, :ordered, :executable, :done]
 end

@@ -1,7 +1,8 @@
 defmodule Plugboard.Native do
   @moduledoc false
   # The NIF (c_src/nif.cpp). Every function returns {:error, %Plugboard.Error{}} rather than raise;
-  # compile/6, buffer_to_binary/3 and execute/8 answer by message (see Plugboard).
+  # compile/6, buffer_to_binary/3 and execute/8 answer by message (see Plugboard): they return
+  # {:started, gate}, and cancel/1 on the gate stops the answer (a caller that gave up waiting).
   @on_load :load_nif
 
   def load_nif do
@@ -17,11 +18,12 @@ defmodule Plugboard.Native do
   def client_close(_client), do: :erlang.nif_error(:not_loaded)
   def resource_counts, do: :erlang.nif_error(:not_loaded)
   def compile(_client, _program, _name, _options, _pid, _ref), do: :erlang.nif_error(:not_loaded)
-  def buffer_from_binary(_client, _data, _dtype, _shape, _device), do: :erlang.nif_error(:not_loaded)
-  def buffer_from_binary_dirty(_client, _data, _dtype, _shape, _device), do: :erlang.nif_error(:not_loaded)
+  def buffer_from_binary(_client, _data, _dtype, _shape, _device, _copy), do: :erlang.nif_error(:not_loaded)
   def buffer_to_binary(_buffer, _pid, _ref), do: :erlang.nif_error(:not_loaded)
   def buffer_valid(_buffer), do: :erlang.nif_error(:not_loaded)
+  def buffer_free(_buffer), do: :erlang.nif_error(:not_loaded)
   def execute(_exe, _args, _donate, _device, _routes, _limit, _caller, _ref), do: :erlang.nif_error(:not_loaded)
+  def cancel(_gate), do: :erlang.nif_error(:not_loaded)
   def measure_execute(_exe, _args, _iterations), do: :erlang.nif_error(:not_loaded)
   def reply(_call, _results), do: :erlang.nif_error(:not_loaded)
   def fail_call(_call, _message), do: :erlang.nif_error(:not_loaded)
