@@ -9,6 +9,17 @@ defmodule Plugboard.Nx.OpsTest do
         %{c: client(unquote(path))}
       end
 
+      test "backend_deallocate frees the device memory now; backend_transfer moves", %{c: c} do
+        t = Nx.tensor([1.0, 2.0, 3.0], backend: {Plugboard.Nx.Backend, client: c})
+        assert Nx.backend_deallocate(t) == :ok
+        assert Nx.backend_deallocate(t) == :already_deallocated
+        assert_raise Plugboard.Error, ~r/freed/, fn -> Nx.to_binary(t) end
+        u = Nx.tensor([4.0, 5.0], backend: {Plugboard.Nx.Backend, client: c})
+        host = Nx.backend_transfer(u, Nx.BinaryBackend)
+        assert Nx.to_list(host) == [4.0, 5.0]
+        assert Nx.backend_deallocate(u) == :already_deallocated
+      end
+
       test "gather, take, take_along_axis (out-of-range indices clamped)", %{c: c} do
         t = Nx.iota({4, 5}, type: :f32)
         assert_same(c, fn t, i -> Nx.gather(t, i) end, [t, Nx.tensor([[0, 1], [3, 4], [2, 2]])])

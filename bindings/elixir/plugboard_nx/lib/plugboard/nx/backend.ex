@@ -92,12 +92,21 @@ defmodule Plugboard.Nx.Backend do
   def backend_copy(%T{} = t, backend, opts), do: backend.from_binary(t, to_binary(t, Nx.size(t)), opts)
 
   @impl true
-  def backend_transfer(%T{} = t, __MODULE__, opts), do: if(opts == [], do: t, else: backend_copy(t, __MODULE__, opts))
-  def backend_transfer(%T{} = t, backend, opts), do: backend_copy(t, backend, opts)
+  def backend_transfer(%T{} = t, __MODULE__, []), do: t
+  def backend_transfer(%T{} = t, backend, opts), do: moved(backend_copy(t, backend, opts), t)
 
-  # The garbage collector owns the buffer (a plugboard resource): nothing to release by hand.
+  defp moved(copy, original) do
+    backend_deallocate(original)
+    copy
+  end
+
+  # The garbage collector owns the buffer (a plugboard resource) and releases it once no term refers
+  # to it; this releases the device memory now (Plugboard.free/1), as a loop over large tensors needs
+  # before the GC notices them. Later use of the tensor is an error that says it was freed.
   @impl true
-  def backend_deallocate(%T{}), do: :ok
+  def backend_deallocate(%T{data: %__MODULE__{buffer: buffer}}) do
+    if Plugboard.valid?(buffer) and Plugboard.free(buffer) == :ok, do: :ok, else: :already_deallocated
+  end
 
   @impl true
   def to_batched(out, %T{} = t, opts) do
