@@ -38,7 +38,7 @@ ERL_NIF_TERM make_executable_term(ErlNifEnv* env, std::shared_ptr<const api::Cli
   return make_struct(env, "Elixir.Plugboard.Executable",
                      {{"resource", resource}, {"name", name}, {"parameters", parameters}, {"results", results},
                       {"callbacks", make_list(env, callbacks)}, {"source", source}, {"compile_ms", compile_ms},
-                      {"notes", make_list(env, notes)}});
+                      {"notes", make_list(env, notes)}, {"launch", atom(env, inline_ok ? "inline" : "thread")}});
 }
 
 struct CompileJob {

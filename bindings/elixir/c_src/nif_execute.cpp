@@ -21,10 +21,22 @@ namespace plugboard::nif {
 namespace {
 
 // A launch on the calling scheduler: only for programs under this many bytes of arguments and results
-// (compile_policy.h decides the rest), and only while launches there stay under the budget; one that
-// took longer sends every later execution of that executable to the launch pool.
+// (compile_policy.h decides the rest), and only while launches there stay under the budget. Two
+// launches in a row over it, or one far over it, send every later execution of that executable to
+// the launch pool. (Wall time: one overrun may be the OS preempting the scheduler thread; a program
+// that is really slow overruns every time.)
 constexpr size_t kInlineArgumentBytes = 64 * 1024;
 constexpr auto kInlineBudget = std::chrono::microseconds(500);
+constexpr auto kInlineFarOver = std::chrono::milliseconds(20);
+
+void judge_inline_launch(ExecutableResource& exe, std::chrono::steady_clock::duration took) {
+  if (took <= kInlineBudget) {
+    if (exe.inline_overruns.load(std::memory_order_relaxed) != 0) exe.inline_overruns.store(0, std::memory_order_relaxed);
+    return;
+  }
+  if (took > kInlineFarOver || exe.inline_overruns.fetch_add(1, std::memory_order_relaxed) >= 1)
+    exe.may_launch_inline.store(false, std::memory_order_relaxed);
+}
 
 ERL_NIF_TERM make_outputs(ErlNifEnv* env, std::vector<api::Buffer>& outputs, const std::shared_ptr<const api::Client>& client) {
   std::vector<ERL_NIF_TERM> buffers;
@@ -222,7 +234,7 @@ PB_NIF(nif_execute) {
     if (launch_here) {
       const auto started = std::chrono::steady_clock::now();
       Expected<api::Execution> execution = here.begin();
-      if (std::chrono::steady_clock::now() - started > kInlineBudget) exe->may_launch_inline.store(false, std::memory_order_relaxed);
+      judge_inline_launch(*exe, std::chrono::steady_clock::now() - started);
       if (!execution) return make_error(env, execution.error());
       // The plugin ran it inside execute() (small programs on CPU): the outputs go back at once.
       if (execution->finished()) {

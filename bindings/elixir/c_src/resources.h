@@ -48,13 +48,14 @@ struct ClientResource {
 };
 
 // How executions of an executable may start (nif_execute.cpp): on the calling scheduler only when
-// nothing about the program says it could run long, and never again once a launch there did.
+// nothing about the program says it could run long, and never again once launches there did.
 struct ExecutableResource {
   ExecutableResource(std::shared_ptr<const api::Client> c, api::Executable e, bool inline_ok)
       : client(std::move(c)), executable(std::move(e)), may_launch_inline(inline_ok) {}
   std::shared_ptr<const api::Client> client;  // declared first: destroyed after the executable
   api::Executable executable;
   std::atomic<bool> may_launch_inline;
+  std::atomic<int> inline_overruns{0};  // consecutive launches on a scheduler over the budget
 };
 
 // A device buffer. Reads take a reference to the Buffer under the lock and use it outside; donation

@@ -122,6 +122,32 @@ defmodule Plugboard.RunTest do
         assert to_f32s(Plugboard.to_binary!(y)) == [2.0, 4.0, 6.0, 8.0]
       end
 
+      test "executions of a small plain program start inline; loops, callbacks and large results on a thread", %{client: c} do
+        assert Plugboard.compile!(c, add_program()).launch == :inline
+        assert Plugboard.compile!(c, add_program(:f32, [32_768])).launch == :thread
+        assert Plugboard.compile!(c, callback_program(), callbacks: ["plugboard.print", "host_scale"]).launch == :thread
+        loop = """
+        func.func public @main(%n: tensor<i64>) -> tensor<i64> {
+          %zero = stablehlo.constant dense<0> : tensor<i64>
+          %r:2 = stablehlo.while(%i = %zero, %limit = %n) : tensor<i64>, tensor<i64>
+          cond {
+            %c = stablehlo.compare LT, %i, %limit : (tensor<i64>, tensor<i64>) -> tensor<i1>
+            stablehlo.return %c : tensor<i1>
+          } do {
+            %one = stablehlo.constant dense<1> : tensor<i64>
+            %next = stablehlo.add %i, %one : tensor<i64>
+            stablehlo.return %next, %limit : tensor<i64>, tensor<i64>
+          }
+          return %r#0 : tensor<i64>
+        }
+        """
+        exe = Plugboard.compile!(c, loop)
+        assert exe.launch == :thread
+        n = Plugboard.buffer!(c, <<1000::signed-little-64>>, :i64, {})
+        assert [r] = Plugboard.run!(exe, [n])
+        assert Plugboard.to_binary!(r) == <<1000::signed-little-64>>
+      end
+
       test "run_async hands back a run to await", %{client: c} do
         exe = Plugboard.compile!(c, add_program())
         x = Plugboard.buffer!(c, f32s([1, 2, 3, 4]), :f32, {4})

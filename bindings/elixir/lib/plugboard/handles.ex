@@ -26,8 +26,10 @@ defmodule Plugboard.Executable do
   cannot tell); `callbacks` names the host callbacks the program calls. `source` says where the
   executable came from: `:compiled` (the plugin compiled it, in `compile_ms`), `:compile_cache` (the
   persistent compile cache) or `:precompiled` (the release's bundle, `precompile:`), loaded in
-  `compile_ms`; `notes` names cache entries refused on the way. Safe to run from any number of
-  processes at once.
+  `compile_ms`; `notes` names cache entries refused on the way. `launch` says where its executions
+  start: `:inline` on the calling scheduler (nothing in the program says it could run long: no loops,
+  custom calls or host callbacks, small results; one launch over 0.5 ms sends later ones to a thread),
+  or `:thread` on one of plugboard's threads. Safe to run from any number of processes at once.
   """
   @type array_type :: {Plugboard.dtype(), tuple()}
   @type t :: %__MODULE__{
@@ -38,9 +40,10 @@ defmodule Plugboard.Executable do
           callbacks: [String.t()],
           source: :compiled | :compile_cache | :precompiled,
           compile_ms: float(),
-          notes: [String.t()]
+          notes: [String.t()],
+          launch: :inline | :thread
         }
-  defstruct [:resource, :name, :parameters, :results, :callbacks, :source, :compile_ms, notes: []]
+  defstruct [:resource, :name, :parameters, :results, :callbacks, :source, :compile_ms, :launch, notes: []]
 end
 
 defmodule Plugboard.Buffer do
