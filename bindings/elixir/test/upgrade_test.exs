@@ -1,0 +1,22 @@
+defmodule Plugboard.UpgradeTest do
+  # A hot code upgrade of Plugboard.Native (the NIF's upgrade callback): alone (async: false), since
+  # purging the old code would stop a process running in it.
+  use ExUnit.Case, async: false
+  import Plugboard.TestSupport
+
+  test "the NIF survives a hot code upgrade; what the old code made keeps working" do
+    {:ok, c} = Plugboard.open(first_plugin())
+    x = Plugboard.buffer!(c, f32s([1, 2, 3, 4]), :f32, {4})
+    {module, binary, file} = :code.get_object_code(Plugboard.Native)
+    :code.soft_purge(module)
+    assert {:module, Plugboard.Native} = :code.load_binary(module, file, binary)
+    # The old code is still loaded beside the new one (old and current): both libraries share the
+    # resource types the new one took over.
+    assert to_f32s(Plugboard.to_binary!(x)) == [1.0, 2.0, 3.0, 4.0]
+    exe = Plugboard.compile!(c, add_program())
+    assert [y] = Plugboard.run!(exe, [x, x])
+    assert to_f32s(Plugboard.to_binary!(y)) == [2.0, 4.0, 6.0, 8.0]
+    assert :code.soft_purge(module)
+    assert to_f32s(Plugboard.to_binary!(y)) == [2.0, 4.0, 6.0, 8.0]
+  end
+end
