@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -17,6 +18,9 @@
 #include "callback/device_bridge.h"
 #include "bundle/discovery.h"
 #include "bundle/manifest.h"
+#include "bundle/precompiled_host.h"
+#include "bundle/replace.h"
+#include "compile_cache/host_cpu.h"
 #include "select/select.h"
 #include "select/verify.h"
 #include "test_env.h"
@@ -193,6 +197,185 @@ TEST(Discovery, PluginPathHoldsPluginsAndBundles) {
   PB_ASSERT_OK(d);
   ASSERT_EQ(d->candidates.size(), 5u);
   EXPECT_EQ(d->candidates.back().name, "rocm7");
+}
+
+// A PLUGBOARD_PLUGIN_PATH entry that names a file (issue 24): a plugin file is a candidate; any other
+// file is refused with a note naming it (it was ignored as "not a folder" before).
+TEST(Discovery, PluginPathEntryThatIsAFile) {
+  auto root = temp_dir("plugin_path_file");
+  std::filesystem::copy_file(PLUGBOARD_FIXTURE_FAULT_WELL_FORMED, root / "libpjrt_cpu_file.so");
+  std::ofstream(root / "notes.txt") << "not a plugin";
+  std::vector<std::string> notes;
+  auto cs = candidates_from_plugin_path((root / "libpjrt_cpu_file.so").string() + ":" + (root / "notes.txt").string(), notes);
+  ASSERT_EQ(cs.size(), 1u);
+  EXPECT_EQ(cs[0].name, "pjrt_cpu_file");
+  EXPECT_EQ(cs[0].platform, "cpu");
+  EXPECT_EQ(cs[0].path, root / "libpjrt_cpu_file.so");
+  EXPECT_EQ(cs[0].source, "PLUGBOARD_PLUGIN_PATH " + (root / "libpjrt_cpu_file.so").string());
+  EXPECT_EQ(cs[0].origin, "environment");
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("refused the file " + (root / "notes.txt").string()), std::string::npos) << notes[0];
+  EXPECT_NE(notes[0].find("not a PJRT plugin"), std::string::npos) << notes[0];
+
+  // A shared library that exports no GetPjrtApi is refused too (the gtest binary itself is an ELF file).
+  notes.clear();
+  EXPECT_TRUE(candidates_from_plugin_path("/proc/self/exe", notes).empty());
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("not a PJRT plugin"), std::string::npos) << notes[0];
+
+  // Through discover(): the file's candidate, with its notes.
+  ::setenv("PLUGBOARD_PLUGIN_PATH", (root / "libpjrt_cpu_file.so").string().c_str(), 1);
+  auto d = discover(DiscoveryOptions{});
+  ::unsetenv("PLUGBOARD_PLUGIN_PATH");
+  PB_ASSERT_OK(d);
+  ASSERT_EQ(d->candidates.size(), 1u);
+  EXPECT_EQ(d->candidates[0].name, "pjrt_cpu_file");
+  std::filesystem::remove_all(root);
+}
+
+// Issue 24: a bundle is replaced whole. A build that does not commit leaves the old bundle as it was
+// and no staging folder; a commit swaps the new one in; the lock lives beside the folder.
+TEST(BundleReplacement, SwapsInOnlyWhenComplete) {
+  auto root = temp_dir("replace");
+  const auto dir = root / "bundle";
+  std::filesystem::rename(small_bundle("replace_old"), dir);
+  const std::string before = read_text(dir / kManifestName);
+  {
+    auto r = BundleReplacement::begin(dir);
+    PB_ASSERT_OK(r);
+    EXPECT_EQ((*r)->staging(), root / ".bundle.staging");
+    std::vector<TargetSource> s(1);
+    s[0].name = "half";
+    s[0].file = PLUGBOARD_FIXTURE_FAULT_WELL_FORMED;
+    PB_ASSERT_OK(write_bundle((*r)->staging(), s));
+    // dropped without commit: a failed build
+  }
+  EXPECT_EQ(read_text(dir / kManifestName), before);
+  EXPECT_FALSE(std::filesystem::exists(root / ".bundle.staging"));
+  EXPECT_TRUE(std::filesystem::exists(root / "bundle.lock"));
+
+  auto r = BundleReplacement::begin(dir);
+  PB_ASSERT_OK(r);
+  std::vector<TargetSource> s(1);
+  s[0].name = "fresh";
+  s[0].file = PLUGBOARD_FIXTURE_FAULT_WELL_FORMED;
+  PB_ASSERT_OK(write_bundle((*r)->staging(), s));
+  PB_ASSERT_OK((*r)->commit());
+  auto m = read_manifest(dir);
+  PB_ASSERT_OK(m);
+  ASSERT_EQ(m->targets.size(), 1u);
+  EXPECT_EQ(m->targets[0].name, "fresh");
+  EXPECT_FALSE(std::filesystem::exists(root / ".bundle.staging"));
+  r->reset();
+  std::filesystem::remove_all(root);
+}
+
+// Two replacements of one folder at once (threads; processes take the same flock) leave one whole
+// bundle: each target file present with its manifest sha256.
+TEST(BundleReplacement, ConcurrentBuildsLeaveOneGoodBundle) {
+  auto root = temp_dir("replace_concurrent");
+  const auto dir = root / "bundle";
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      auto r = BundleReplacement::begin(dir);
+      if (!r) return void(++failures);
+      std::vector<TargetSource> s(2);
+      s[0].name = "a" + std::to_string(t);
+      s[0].file = PLUGBOARD_FIXTURE_FAULT_WELL_FORMED;
+      s[1].name = "b" + std::to_string(t);
+      s[1].file = PLUGBOARD_FIXTURE_NULL_API;
+      if (!write_bundle((*r)->staging(), s)) return void(++failures);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (!(*r)->commit()) ++failures;
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  auto m = read_manifest(dir);
+  PB_ASSERT_OK(m);
+  ASSERT_EQ(m->targets.size(), 2u);
+  EXPECT_EQ(m->targets[0].name.substr(1), m->targets[1].name.substr(1));  // one build's pair
+  for (const auto& t : m->targets) {
+    const std::string text = read_text(dir / t.file);
+    EXPECT_EQ(sha256_hex(std::as_bytes(std::span(text.data(), text.size()))), t.sha256) << t.file;
+  }
+  EXPECT_FALSE(std::filesystem::exists(root / ".bundle.staging"));
+  std::filesystem::remove_all(root);
+}
+
+// Issue 24: precompiled CPU programs carry the processor they were compiled on ("built_on"); a boot on
+// another processor says so, and why, instead of compiling again without a word.
+constexpr const char* kCpuA =
+    "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Test CPU A\nflags\t\t: fpu sse2 avx2 avx512f\n\n"
+    "processor\t: 1\nmodel name\t: Test CPU A\nflags\t\t: fpu sse2 avx2 avx512f\n";
+constexpr const char* kCpuB = "processor\t: 0\nmodel name\t: Test CPU B\nflags\t\t: fpu sse2 avx2 sha_ni\n\n";
+
+TEST(PrecompiledHost, CpuinfoIsReadAsTheCacheKeyReadsIt) {
+  const compile_cache::HostCpu a = compile_cache::parse_cpuinfo(kCpuA);
+  EXPECT_EQ(a.model, "Test CPU A");
+  EXPECT_EQ(a.flags, (std::vector<std::string>{"fpu", "sse2", "avx2", "avx512f"}));
+  // The digest the keys have always held: the first processor's "model name" and "flags" lines.
+  const std::string picked = "model name\t: Test CPU A\nflags\t\t: fpu sse2 avx2 avx512f\n";
+  EXPECT_EQ(a.digest, sha256_hex(std::as_bytes(std::span(picked.data(), picked.size()))));
+  EXPECT_TRUE(compile_cache::parse_cpuinfo("nothing here\n").digest.empty());
+  auto here = compile_cache::this_host_cpu();
+  PB_ASSERT_OK(here);
+  EXPECT_FALSE(here->model.empty());
+}
+
+TEST(PrecompiledHost, AnotherProcessorIsNamedWithTheFeaturesThatDiffer) {
+  const compile_cache::HostCpu a = compile_cache::parse_cpuinfo(kCpuA), b = compile_cache::parse_cpuinfo(kCpuB);
+  TargetEntry e;
+  e.name = "cpu";
+  std::string flags;
+  for (const auto& f : a.flags) flags += (flags.empty() ? "" : " ") + f;
+  e.precompiled.push_back({"model.mlir", "compiled/cpu/x.pbx", 1, std::string(64, '0'), BuiltOn{a.model, a.digest, flags, ""}});
+  EXPECT_EQ(precompiled_mismatch(e, a, ""), "");
+  const std::string why = precompiled_mismatch(e, b, "");
+  EXPECT_NE(why.find("1 of 1 precompiled program of target cpu will not load on this host"), std::string::npos) << why;
+  EXPECT_NE(why.find("built on \"Test CPU A\", this host is \"Test CPU B\""), std::string::npos) << why;
+  EXPECT_NE(why.find("features there, not here: avx512f"), std::string::npos) << why;
+  EXPECT_NE(why.find("here, not there: sha_ni"), std::string::npos) << why;
+  EXPECT_NE(precompiled_mismatch(e, std::nullopt, "").find("cannot be identified"), std::string::npos);
+  const std::string flags_why = precompiled_mismatch(e, a, "--xla_cpu_enable_fast_math=true");
+  EXPECT_NE(flags_why.find("XLA_FLAGS=\"\", this process has XLA_FLAGS=\"--xla_cpu_enable_fast_math=true\""), std::string::npos)
+      << flags_why;
+  // A bundle made before "built_on" says nothing.
+  e.precompiled[0].built_on.reset();
+  EXPECT_EQ(precompiled_mismatch(e, b, "x"), "");
+}
+
+// Through the manifest: "built_on" round-trips, and the bundle's candidate carries the mismatch to the
+// boot report (its text included).
+TEST(PrecompiledHost, ABundleCandidateCarriesTheMismatchIntoTheReport) {
+  auto dir = small_bundle("built_on");
+  auto m = read_manifest(dir);
+  PB_ASSERT_OK(m);
+  std::filesystem::create_directories(dir / "compiled/one");
+  const std::string key(64, 'a');
+  std::ofstream(dir / ("compiled/one/" + key + ".pbx")) << "entry";
+  m->targets[0].precompiled.push_back({"model.mlir", "compiled/one/" + key + ".pbx", 5, std::string(64, '0'),
+                                       BuiltOn{"Test CPU 9000", std::string(64, 'f'), "fpu avx9000", ""}});
+  PB_ASSERT_OK(write_manifest(dir, *m));
+  auto again = read_manifest(dir);
+  PB_ASSERT_OK(again);
+  ASSERT_TRUE(again->targets[0].precompiled[0].built_on);
+  EXPECT_EQ(again->targets[0].precompiled[0].built_on->cpu, "Test CPU 9000");
+  EXPECT_EQ(again->targets[0].precompiled[0].built_on->cpu_flags, "fpu avx9000");
+  auto cs = bundle_candidates(dir, *again);
+  EXPECT_NE(cs[0].precompiled_mismatch.find("built on \"Test CPU 9000\", this host is \""), std::string::npos)
+      << cs[0].precompiled_mismatch;
+  EXPECT_NE(cs[0].precompiled_mismatch.find("features there, not here: avx9000"), std::string::npos);
+  EXPECT_EQ(cs[0].origin, "bundle");
+  EXPECT_EQ(cs[1].precompiled_mismatch, "");
+  select::SelectOptions options;
+  options.target = "one";
+  options.before_loading_only = true;
+  const select::Selection sel = select::select_target(cs, options);
+  EXPECT_NE(sel.report.to_text().find("precompiled: 1 of 1 precompiled program of target one will not load"), std::string::npos)
+      << sel.report.to_text();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Discovery, SitePackagesPluginFolders) {

@@ -5,6 +5,12 @@
 #   - the boot chooses cpu, and the report says why not cuda13, rocm7 and the fault target;
 #   - the demo runs a program with the print hook and a blocking Elixir host callback (real values);
 #   - PLUGBOARD_TARGET=cuda13 and PLUGBOARD_TARGET=nosuch fail the boot loudly (non-zero exit, reason);
+#   - the booted release considers only its bundle: PLUGBOARD_PLUGIN_PATH / PJRT_NAMES_AND_LIBRARY_PATHS
+#     add no candidate (issue 24);
+#   - precompiled programs built on another processor (the manifest's built_on, edited) are named in
+#     the boot log with the reason;
+#   - a rebuild that fails after `mix release` recopied the app (no bundle left) gives a release that
+#     does not boot (non-zero exit, the reason in the log);
 #   - a tampered plugin file in the release is refused at boot;
 #   - an unknown package, a wheel whose hash does not match the lock, and no network fail the build
 #     with the target named and the CLI's error;
@@ -122,10 +128,31 @@ has "$work/prefer.log" "PJRT_Plugin_Initialize fails on purpose" "report: with t
 has "$work/prefer.log" "plugboard: skipped fault [unknown] failed at initialized" "the fallback is logged"
 has "$work/prefer.log" "$result" "and cpu ran the program"
 
+# Precompiled programs built on another processor: the manifest's built_on says so, the boot log says why.
+cp "$bundle/plugboard.json" "$work/manifest.saved"
+python3 - "$bundle/plugboard.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+for t in m["targets"]:
+    for p in t.get("precompiled", []):
+        b = p.get("built_on", {})
+        if b.get("cpu_digest"):
+            b.update(cpu="Test CPU 9000", cpu_digest="0" * 64, cpu_flags="avx9000 " + b.get("cpu_flags", ""))
+json.dump(m, open(sys.argv[1], "w"), indent=2)
+PY
+(cd "$rel" && COMPUTE_DEMO=1 timeout 120 bin/compute start) > "$work/othercpu.log" 2>&1; rc=$?
+cp "$work/manifest.saved" "$bundle/plugboard.json"
+[ $rc -eq 0 ] && pass "precompiled for another processor: the release still boots and runs" || fail "othercpu: exited $rc"
+has "$work/othercpu.log" "1 of 1 precompiled program of target cpu will not load on this host" "othercpu: the boot log says the precompiled programs do not match"
+has "$work/othercpu.log" 'built on "Test CPU 9000", this host is "' "othercpu: and names both processors"
+has "$work/othercpu.log" "features there, not here: avx9000" "othercpu: with the features that differ"
+# (Only the record was edited: the entry's key is this host's, so the model still loads from the bundle.)
+
 # --- 3. boots that must fail loudly ----------------------------------------------------------------
 (cd "$rel" && PLUGBOARD_TARGET=cuda13 COMPUTE_DEMO=1 timeout 120 bin/compute start) > "$work/cuda13.log" 2>&1; rc=$?
 if [ $rc -ne 0 ] && [ $rc -ne 124 ]; then pass "PLUGBOARD_TARGET=cuda13 bin/compute start fails (exit $rc)"; else fail "PLUGBOARD_TARGET=cuda13 exited $rc"; fi
-has "$work/cuda13.log" "no target could start (explicit target cuda13 (PLUGBOARD_TARGET))" "cuda13: the explicit target is named"
+has "$work/cuda13.log" "no target could start (explicit target cuda13" "cuda13: the explicit target is named"
+has "$work/cuda13.log" "no target started (PLUGBOARD_TARGET=cuda13)" "cuda13: the log names PLUGBOARD_TARGET"
 has "$work/cuda13.log" "cuda13: probed: UNAVAILABLE: cuda probe:" "cuda13: the reason is in the output"
 has "$work/cuda13.log" "application_start_failure,plugboard" "cuda13: the :plugboard application did not start"
 hasnt "$work/cuda13.log" "result:" "cuda13: nothing ran"
@@ -133,7 +160,19 @@ hasnt "$work/cuda13.log" "result:" "cuda13: nothing ran"
 
 (cd "$rel" && PLUGBOARD_TARGET=nosuch timeout 120 bin/compute start) > "$work/nosuch.log" 2>&1; rc=$?
 if [ $rc -ne 0 ] && [ $rc -ne 124 ]; then pass "PLUGBOARD_TARGET=nosuch bin/compute start fails (exit $rc)"; else fail "PLUGBOARD_TARGET=nosuch exited $rc"; fi
-has "$work/nosuch.log" "no candidate is named nosuch (PLUGBOARD_TARGET); the candidates are: cpu, cuda13, rocm7, fault" "nosuch: the embedded targets are listed"
+has "$work/nosuch.log" "the candidates are: cpu, cuda13, rocm7, fault" "nosuch: the embedded targets are listed"
+has "$work/nosuch.log" "no candidate is named nosuch" "nosuch: the name is given"
+
+# The environment adds no candidate to a booted release (its bundle only, unless use_environment: true).
+outside="PLUGBOARD_PLUGIN_PATH=$PLUGBOARD_FAULT_PLUGIN PJRT_NAMES_AND_LIBRARY_PATHS=evil:$PLUGBOARD_FAULT_PLUGIN"
+(cd "$rel" && env $outside PLUGBOARD_TARGET=evil timeout 120 bin/compute start) > "$work/evil.log" 2>&1; rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 124 ]; then pass "PLUGBOARD_TARGET=evil (a PJRT_NAMES_AND_LIBRARY_PATHS plugin) fails (exit $rc)"; else fail "PLUGBOARD_TARGET=evil exited $rc"; fi
+has "$work/evil.log" "the candidates are: cpu, cuda13, rocm7, fault" "evil: only the bundle's targets are candidates"
+(cd "$rel" && env $outside COMPUTE_DEMO=1 timeout 120 bin/compute start) > "$work/outside.log" 2>&1; rc=$?
+[ $rc -eq 0 ] && pass "with plugins in the environment the release boots its bundle's cpu" || fail "outside: exited $rc"
+has "$work/outside.log" "chosen: cpu (" "outside: cpu chosen"
+hasnt "$work/outside.log" "PJRT_NAMES_AND_LIBRARY_PATHS" "outside: no candidate from PJRT_NAMES_AND_LIBRARY_PATHS"
+hasnt "$work/outside.log" "from PLUGBOARD_PLUGIN_PATH" "outside: no candidate from PLUGBOARD_PLUGIN_PATH"
 
 # A plugin changed in the release (a copy with one byte flipped put in its place: the cache's file,
 # which the bundle may share by hard link, stays as it was).
@@ -156,6 +195,15 @@ build "$work/unknown.log" PLUGBOARD_EXTRA_TARGETS="bogus=no-such-pjrt==1.0"; rc=
 [ $rc -ne 0 ] && pass "unknown package: the build fails (exit $rc)" || fail "unknown package: the build succeeded"
 has "$work/unknown.log" "cannot embed target(s) bogus (no-such-pjrt==1.0)" "unknown package: the target is named"
 has "$work/unknown.log" "NOT_FOUND: no wheel of no-such-pjrt==1.0 in $wheels" "unknown package: the CLI's error"
+# mix recopied lib/plugboard-VSN/ (the old bundle with it) before the step failed: the release must not
+# boot quietly without its targets.
+[ -f "$bundle/plugboard.json" ] && fail "the failed build left a bundle (expected none after mix's recopy)" || pass "the failed build left no bundle"
+[ -f "$app/priv/bundle.required" ] && pass "the release is marked as needing its bundle (priv/bundle.required)" || fail "no priv/bundle.required in $app"
+(cd "$rel" && COMPUTE_DEMO=1 timeout 120 bin/compute start) > "$work/nobundle.log" 2>&1; rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 124 ]; then pass "a release without its bundle fails its boot (exit $rc)"; else fail "no bundle: exited $rc"; fi
+has "$work/nobundle.log" "this release expects its bundle at $bundle" "no bundle: the reason is in the log"
+has "$work/nobundle.log" "application_start_failure,plugboard" "no bundle: the :plugboard application did not start"
+hasnt "$work/nobundle.log" "result:" "no bundle: nothing ran"
 
 mkdir -p "$work/badwheels"
 for w in "$wheels"/*.whl; do ln -s "$w" "$work/badwheels/"; done

@@ -84,6 +84,12 @@ struct CandidateReport {
   std::string name;      // the target's name ("cpu", "cuda13")
   std::string platform;  // "cpu", "cuda", "rocm", "tpu", "unknown"
   std::string source;    // where it was found
+  // "bundle" (the bundle given), "environment" (PLUGBOARD_PLUGIN_PATH, PJRT_NAMES_AND_LIBRARY_PATHS),
+  // "python" (site-packages), or empty (given directly)
+  std::string origin;
+  // Why the target's precompiled programs will not load on this machine (compiled on another
+  // processor, or under other XLA_FLAGS): they compile again on first use. Empty when nothing says so.
+  std::string precompiled_mismatch;
   std::filesystem::path path;
   // "chosen", "failed", "usable" (passed, another was chosen or nothing was started), "not tried",
   // "excluded" (by the policy)

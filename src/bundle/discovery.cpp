@@ -6,6 +6,7 @@
 #include "base/environment.h"
 #include "base/no_throw.h"
 #include "bundle/manifest.h"
+#include "fetch/elf_symbols.h"
 #include "platforms/registry.h"
 
 namespace plugboard::bundle {
@@ -57,6 +58,30 @@ bool is_regular(const fs::path& p) {
   return fs::is_regular_file(p, ec);
 }
 
+// A PLUGBOARD_PLUGIN_PATH entry that names a file: a candidate when it is a PJRT plugin (an ELF shared
+// library exporting GetPjrtApi, read without loading it); refused with a note otherwise.
+std::optional<select::Candidate> plugin_file_candidate(const fs::path& file, std::vector<std::string>& notes) {
+  const std::string var = "PLUGBOARD_PLUGIN_PATH: ";
+  auto exports = fetch::exports_dynamic_symbol(file, "GetPjrtApi");
+  if (!exports) {
+    notes.push_back(var + "refused the file " + file.string() + ": " + exports.error().to_string());
+    return std::nullopt;
+  }
+  if (!*exports) {
+    notes.push_back(var + "refused the file " + file.string() +
+                    ": it is not a PJRT plugin (an ELF shared library that exports GetPjrtApi); an entry is a plugin file, "
+                    "a folder of plugins or a bundle folder");
+    return std::nullopt;
+  }
+  select::Candidate c;
+  c.name = file.stem().string();
+  if (c.name.starts_with("lib")) c.name.erase(0, 3);
+  c.path = file;
+  c.source = "PLUGBOARD_PLUGIN_PATH " + file.string();
+  c.origin = "environment";
+  return c;
+}
+
 }  // namespace
 
 void guess_platform(select::Candidate& c) {
@@ -75,7 +100,17 @@ std::vector<select::Candidate> candidates_from_plugin_path(const std::string& va
   const std::string var = "PLUGBOARD_PLUGIN_PATH: ";
   for (const auto& dir : split(value, ':')) {
     if (!is_folder(dir)) {
-      notes.push_back(var + dir + " is not a folder");
+      if (is_regular(dir)) {
+        if (auto c = plugin_file_candidate(dir, notes)) {
+          guess_platform(*c);
+          out.push_back(std::move(*c));
+        }
+      } else {
+        auto there = present(dir);
+        notes.push_back(var + (!there ? there.error().message()
+                               : *there ? dir + " is neither a folder nor a regular file"
+                                        : dir + " does not exist"));
+      }
       continue;
     }
     // A folder that is a bundle, or holds bundles and plugins.
@@ -105,6 +140,7 @@ std::vector<select::Candidate> candidates_from_plugin_path(const std::string& va
       if (m->targets.empty()) notes.push_back(var + "bundle " + b.string() + " has no targets (" + kManifestName + ": \"targets\" is empty)");
       for (auto& c : bundle_candidates(b, *m)) {
         c.source = "PLUGBOARD_PLUGIN_PATH " + c.source;
+        c.origin = "environment";
         out.push_back(std::move(c));
       }
     }
@@ -114,6 +150,7 @@ std::vector<select::Candidate> candidates_from_plugin_path(const std::string& va
       if (c.name.starts_with("lib")) c.name.erase(0, 3);
       c.path = p;
       c.source = "PLUGBOARD_PLUGIN_PATH " + dir;
+      c.origin = "environment";
       guess_platform(c);
       out.push_back(std::move(c));
     }
@@ -133,6 +170,7 @@ std::vector<select::Candidate> candidates_from_jax_names(const std::string& valu
     c.name = item.substr(0, colon);
     c.path = item.substr(colon + 1);
     c.source = "PJRT_NAMES_AND_LIBRARY_PATHS";
+    c.origin = "environment";
     guess_platform(c);
     out.push_back(std::move(c));
   }
@@ -152,6 +190,7 @@ std::vector<select::Candidate> candidates_from_site_packages(const fs::path& sit
         if (c.name.starts_with("xla_")) c.name.erase(0, 4);
         c.path = f;
         c.source = "python " + (site / ns).string();
+        c.origin = "python";
         guess_platform(c);
         out.push_back(std::move(c));
         found = true;

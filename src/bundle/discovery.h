@@ -1,5 +1,6 @@
-// Where candidates come from, in this order: an explicit bundle; PLUGBOARD_PLUGIN_PATH (folders of
-// plugins or of bundles, ':'-separated); JAX's PJRT_NAMES_AND_LIBRARY_PATHS ("name:path,name:path");
+// Where candidates come from, in this order: an explicit bundle; PLUGBOARD_PLUGIN_PATH (':'-separated
+// folders of plugins or of bundles, and plugin files: a file that is not a PJRT plugin, an ELF shared
+// library exporting GetPjrtApi, is refused with a note naming it); JAX's PJRT_NAMES_AND_LIBRARY_PATHS ("name:path,name:path");
 // and, when asked, JAX/XLA plugin packages installed in Python environments (site-packages/jax_plugins/*,
 // site-packages/xla_plugins/*).
 #pragma once

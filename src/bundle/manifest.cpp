@@ -13,6 +13,7 @@
 #include "base/regular_file.h"
 #include "base/sha256.h"
 #include "base/strict_json.h"
+#include "bundle/precompiled_host.h"
 #include "select/create_options_json.h"
 
 namespace plugboard::bundle {
@@ -129,6 +130,23 @@ Status parse_companions(const json& t, const std::filesystem::path& dir, const s
   return ok();
 }
 
+// "built_on" of a precompiled program: what its key held about the machine that compiled it.
+Expected<std::optional<BuiltOn>> parse_built_on(const json& p, const std::filesystem::path& dir, const std::string& pw) {
+  const json* b = optional_field(p, "built_on");
+  if (!b) return std::nullopt;
+  const std::string where = pw + ".built_on";
+  if (!b->is_object()) return bad(dir, where, "must be an object");
+  BuiltOn out;
+  const std::pair<const char*, std::string*> fields[] = {
+      {"cpu", &out.cpu}, {"cpu_digest", &out.cpu_digest}, {"cpu_flags", &out.cpu_flags}, {"xla_flags", &out.xla_flags}};
+  for (auto [key, field] : fields) {
+    PB_ASSIGN_OR_RETURN(std::optional<std::string> v, in_file(dir, sj::get_optional_string(*b, key, where)));
+    if (v) *field = std::move(*v);
+  }
+  if (!out.cpu_digest.empty() && !is_sha256_hex(out.cpu_digest)) return bad(dir, where + ".cpu_digest", "must be 64 lowercase hex digits");
+  return out;
+}
+
 // "precompiled": the programs compiled for this target when the bundle was made.
 Status parse_precompiled(const json& t, const std::filesystem::path& dir, const std::string& where, TargetEntry& e) {
   const json* ps = optional_field(t, "precompiled");
@@ -146,6 +164,7 @@ Status parse_precompiled(const json& t, const std::filesystem::path& dir, const 
       return bad(dir, pw + ".file", "must name a compile-cache entry (<64 hex digits>.pbx), not '" + name.string() + "'");
     PB_ASSIGN_OR_RETURN(pp.size, get_size(p, dir, pw));
     PB_ASSIGN_OR_RETURN(pp.sha256, get_sha256(p, dir, pw));
+    PB_ASSIGN_OR_RETURN(pp.built_on, parse_built_on(p, dir, pw));
     e.precompiled.push_back(std::move(pp));
   }
   return ok();
@@ -284,8 +303,17 @@ Status write_manifest(const std::filesystem::path& dir, const Manifest& m) {
       t["companions"].push_back({{"file", c.file}, {"size", c.size}, {"sha256", c.sha256}, {"from", c.from}});
     if (!e.precompiled.empty()) {
       t["precompiled"] = ojson::array();
-      for (const auto& p : e.precompiled)
-        t["precompiled"].push_back({{"program", p.program}, {"file", p.file}, {"size", p.size}, {"sha256", p.sha256}});
+      for (const auto& p : e.precompiled) {
+        ojson entry = {{"program", p.program}, {"file", p.file}, {"size", p.size}, {"sha256", p.sha256}};
+        if (p.built_on) {
+          ojson b = ojson::object();
+          if (!p.built_on->cpu_digest.empty())
+            b = {{"cpu", p.built_on->cpu}, {"cpu_digest", p.built_on->cpu_digest}, {"cpu_flags", p.built_on->cpu_flags}};
+          b["xla_flags"] = p.built_on->xla_flags;
+          entry["built_on"] = std::move(b);
+        }
+        t["precompiled"].push_back(std::move(entry));
+      }
     }
     j["targets"].push_back(std::move(t));
   }
@@ -307,6 +335,7 @@ std::vector<select::Candidate> bundle_candidates(const std::filesystem::path& di
     c.name = e.name;
     c.platform = e.platform;
     c.source = "bundle " + dir.string() + " (targets[" + std::to_string(i) + "])";
+    c.origin = "bundle";
     auto path = resolve_in_bundle(dir, e.file, "targets[" + std::to_string(i) + "].file");
     if (path) c.path = *path;
     else {
@@ -330,6 +359,7 @@ std::vector<select::Candidate> bundle_candidates(const std::filesystem::path& di
       if (auto pp = resolve_in_bundle(dir, e.precompiled[k].file, field))
         c.precompiled.push_back({*pp, e.precompiled[k].size, e.precompiled[k].sha256});
     }
+    c.precompiled_mismatch = precompiled_mismatch_here(e);
     out.push_back(std::move(c));
   }
   return out;

@@ -40,11 +40,22 @@ struct CompanionFile {
 // A program compiled for the target when the bundle was made (plugboard bundle --precompile): a
 // compile-cache entry (src/compile_cache/entry.h) at compiled/<target>/<key>.pbx, found at run time by
 // its key and held to this size and sha256.
+// "built_on" records what the key held about the machine that compiled it, readable, so that a boot on
+// another processor can say why the entry does not load there (precompiled_host.h). Optional: bundles
+// made before it have none.
+struct BuiltOn {
+  std::string cpu;         // the processor's model (compile_cache/host_cpu.h); empty for non-CPU targets
+  std::string cpu_digest;  // what the key holds; empty for non-CPU targets
+  std::string cpu_flags;   // its feature flags, space-separated
+  std::string xla_flags;   // XLA_FLAGS when it was compiled
+};
+
 struct PrecompiledProgram {
   std::string program;  // what it was compiled from, the path as given ("priv/model.mlir")
   std::string file;     // relative to the bundle; its name is the entry's key + ".pbx"
   uint64_t size = 0;
   std::string sha256;
+  std::optional<BuiltOn> built_on;
 };
 
 struct TargetEntry {

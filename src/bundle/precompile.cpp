@@ -13,6 +13,7 @@
 #include "compile_cache/cache_key.h"
 #include "compile_cache/cached_compile.h"
 #include "compile_cache/entry.h"
+#include "compile_cache/host_cpu.h"
 #include "fetch/file_lock.h"
 #include "runtime/client.h"
 #include "runtime/topology.h"
@@ -76,6 +77,19 @@ Expected<Compiler> compiler_for(const fs::path& dir, const TargetEntry& entry, c
   return c;
 }
 
+// What the key holds about this machine, readable (manifest.h: BuiltOn).
+BuiltOn built_on(const compile_cache::Target& target) {
+  BuiltOn b;
+  b.xla_flags = target.xla_flags;
+  if (target.host_cpu.empty()) return b;
+  b.cpu_digest = target.host_cpu;
+  if (auto cpu = compile_cache::this_host_cpu()) {
+    b.cpu = cpu->model;
+    for (const std::string& f : cpu->flags) b.cpu_flags += (b.cpu_flags.empty() ? "" : " ") + f;
+  }
+  return b;
+}
+
 std::string describe(const std::string& name, double ms, size_t bytes) {
   char text[64];
   std::snprintf(text, sizeof(text), " (%.1f ms, %.0f KiB)", ms, bytes / 1024.0);
@@ -134,7 +148,7 @@ Expected<std::vector<PrecompileOutcome>> precompile_bundle(const fs::path& dir, 
         for (const PrecompiledProgram& p : precompiled) listed = listed || p.file == relative;
         if (!listed)
           precompiled.push_back({program.name(), relative, bytes.size(),
-                                 sha256_hex(std::as_bytes(std::span(bytes.data(), bytes.size())))});
+                                 sha256_hex(std::as_bytes(std::span(bytes.data(), bytes.size()))), built_on(compiler->target)});
         outcome.programs.push_back(describe(program.name(), ms, bytes.size()));
       }
       // This run's programs replace the same programs' (or keys') earlier entries; others stay.

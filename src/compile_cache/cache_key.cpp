@@ -1,13 +1,13 @@
 #include "compile_cache/cache_key.h"
 
 #include <algorithm>
-#include <fstream>
 #include <optional>
 
 #include "base/environment.h"
 #include "base/no_throw.h"
 #include "platforms/registry.h"
 #include "base/sha256.h"
+#include "compile_cache/host_cpu.h"
 #include "compile_cache/plugin_fingerprint.h"
 
 namespace plugboard::compile_cache {
@@ -45,27 +45,8 @@ Expected<Target> target_of(const Client& client, size_t devices_used, std::optio
 }
 
 Expected<std::string> host_cpu_features() {
-  static const std::string features = [] {
-    // /proc files report a size of 0, so they are read as a stream (at most 4 MiB).
-    std::ifstream in("/proc/cpuinfo");
-    auto text = std::make_optional<std::string>();
-    for (std::string line; text->size() < (size_t{4} << 20) && std::getline(in, line);) text->append(line).append("\n");
-    // The first processor's model name and flags: what XLA's CPU compiler tunes and emits code for.
-    std::string picked;
-    size_t at = 0;
-    while (at < text->size()) {
-      const size_t end = std::min(text->find('\n', at), text->size());
-      const std::string_view line(text->data() + at, end - at);
-      if (line.empty() && !picked.empty()) break;
-      for (const char* field : {"model name", "flags", "CPU implementer", "CPU architecture", "CPU variant", "CPU part", "Features"})
-        if (line.starts_with(field)) picked.append(line).append("\n");
-      at = end + 1;
-    }
-    return picked.empty() ? std::string() : sha256_hex(std::as_bytes(std::span(picked.data(), picked.size())));
-  }();
-  if (features.empty())
-    return make_error(Code::kUnavailable, "this processor's features could not be read from /proc/cpuinfo");
-  return features;
+  PB_ASSIGN_OR_RETURN(HostCpu cpu, this_host_cpu());
+  return cpu.digest;
 }
 
 std::string join_device_kinds(const std::vector<std::string>& kinds) {

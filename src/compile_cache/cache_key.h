@@ -36,9 +36,8 @@ struct Target {
   std::string xla_flags;
 };
 
-// A digest of this machine's processor model and feature flags (/proc/cpuinfo: x86's "model name"
-// and "flags", Arm's "CPU implementer", "CPU part" and "Features"); UNAVAILABLE when none is found,
-// and then the cache is not used for CPU executables.
+// A digest of this machine's processor model and feature flags (host_cpu.h: this_host_cpu().digest);
+// UNAVAILABLE when none is found, and then the cache is not used for CPU executables.
 Expected<std::string> host_cpu_features();
 
 // The client's plugin and devices (the plugin's sha256 from plugin_fingerprint.h, unless the caller

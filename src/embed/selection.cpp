@@ -18,6 +18,8 @@ Report to_report(const select::BootReport& report, std::vector<std::string> note
     r.name = c.candidate.name;
     r.platform = c.candidate.platform;
     r.source = c.candidate.source;
+    r.origin = c.candidate.origin;
+    r.precompiled_mismatch = c.candidate.precompiled_mismatch;
     r.path = c.candidate.path;
     r.verdict = select::verdict_name(c.verdict);
     if (c.failed_stage) r.failed_stage = select::stage_name(*c.failed_stage);

@@ -42,6 +42,13 @@ struct Candidate {
   // Programs compiled for this target ahead of time (a bundle's "precompiled"): compile-cache entries
   // named <key>.pbx, held to their size and sha256 when used (src/compile_cache).
   std::vector<ExpectedFile> precompiled;
+  // Why those programs will not load on this machine (bundle/precompiled_host.h): they were compiled
+  // on another processor or under other XLA_FLAGS. Empty when nothing says so.
+  std::string precompiled_mismatch;
+  // Where it came from, for policies and reports: "bundle" (the bundle asked for), "environment"
+  // (PLUGBOARD_PLUGIN_PATH, PJRT_NAMES_AND_LIBRARY_PATHS), "python" (site-packages); empty when given
+  // directly (a path handed to the CLI).
+  std::string origin;
   // Set when discovery already knows this candidate cannot be used (e.g. its manifest entry names a
   // file outside the bundle): it then fails at the "found" stage with this reason.
   std::optional<Error> problem;

@@ -86,6 +86,7 @@ std::string BootReport::to_text() const {
       if (s.passed && !s.detail.empty()) row += "      " + stage_name(s.stage) + ": " + safe(s.detail) + "\n";
     if (c.error) row += "      reason: " + safe(c.error->to_string()) + "\n";
     if (c.verdict == Verdict::kExcluded) row += "      reason: " + safe(c.excluded_because) + "\n";
+    if (!c.candidate.precompiled_mismatch.empty()) row += "      precompiled: " + safe(c.candidate.precompiled_mismatch) + "\n";
     out += row;
   }
   if (const CandidateReport* c = chosen_report())
@@ -107,6 +108,8 @@ std::string BootReport::to_json() const {
     row["platform"] = c.candidate.platform;
     row["path"] = c.candidate.path.string();
     row["source"] = c.candidate.source;
+    row["origin"] = c.candidate.origin;
+    if (!c.candidate.precompiled_mismatch.empty()) row["precompiled_mismatch"] = c.candidate.precompiled_mismatch;
     row["verdict"] = verdict_name(c.verdict);
     std::optional<Stage> reached = c.reached();
     row["reached"] = reached ? nlohmann::ordered_json(stage_name(*reached)) : nlohmann::ordered_json();

@@ -3,6 +3,8 @@
 // Per-target settings: --probe NAME=KIND, --priority NAME=N, --create-option NAME:KEY=VALUE.
 // The command line is read whole first (a bad value is a usage error, exit 2, before anything is
 // fetched), then the bundle is assembled in one checked, locked step: on any error nothing is written.
+// --replace builds a new bundle beside DIR and swaps it in whole when it is complete (bundle/replace.h):
+// the result holds exactly the targets given, and a failed build leaves DIR as it was.
 #include <unistd.h>
 
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include "base/regular_file.h"
 #include "bundle/assemble.h"
 #include "bundle/precompile.h"
+#include "bundle/replace.h"
 #include "bundle/discovery.h"
 #include "callback/device_bridge.h"
 #include "commands.h"
@@ -31,7 +34,7 @@ struct Options {
   std::vector<std::string> targets, probes, priorities, create_options, companions;
   std::vector<std::string> precompile, gpu_target_configs;
   std::string out;
-  bool lock = false, offline = false, no_bridge = false;
+  bool lock = false, offline = false, no_bridge = false, replace = false;
   std::string lock_file = "plugboard.lock", from, cache, python = "python3";
 };
 
@@ -242,6 +245,9 @@ Command add_bundle_command(CLI::App& app) {
   sub->add_option("--from", o->from, "folder of wheels for --offline");
   sub->add_option("--cache", o->cache, "plugin cache (default $XDG_CACHE_HOME/plugboard)");
   sub->add_option("--python", o->python, "the Python whose pip fetches wheels");
+  sub->add_flag("--replace", o->replace,
+                "build a new bundle beside --out and swap it in whole when complete (a failed build leaves --out as it was; "
+                "two builds of one --out take turns on the lock file OUT.lock beside it)");
   sub->add_flag("--no-callback-bridge", o->no_bridge, "do not ship the CUDA callback bridge with CUDA targets");
   sub->add_option("--precompile", o->precompile,
                   "PROGRAM: compile it for every target that can compile here and store the executable in the bundle "
@@ -252,6 +258,18 @@ Command add_bundle_command(CLI::App& app) {
   return {sub, [o] {
             auto request = parse_request(*o);
             if (!request) return usage_error(request.error());
+            // --replace: everything below writes into the staging folder until the swap.
+            const std::string out = o->out;
+            std::unique_ptr<bundle::BundleReplacement> replacement;
+            if (o->replace) {
+              auto r = bundle::BundleReplacement::begin(out);
+              if (!r) {
+                print_error(r.error());
+                return kExitFailure;
+              }
+              replacement = std::move(*r);
+              o->out = replacement->staging().string();
+            }
             auto a = run(*o, *request);
             if (!a) {
               print_error(a.error());
@@ -286,6 +304,13 @@ Command add_bundle_command(CLI::App& app) {
                 for (const std::string& program : p.programs)
                   std::printf("precompiled for %s: %s\n", p.target.c_str(), program.c_str());
               }
+            }
+            if (replacement) {
+              if (auto swapped = replacement->commit(); !swapped) {
+                print_error(swapped.error());
+                return kExitFailure;
+              }
+              o->out = out;
             }
             std::printf("bundle %s: %zu target(s)\n", o->out.c_str(), a->manifest.targets.size());
             for (const auto& t : a->manifest.targets)

@@ -23,12 +23,14 @@ ERL_NIF_TERM make_candidate(ErlNifEnv* env, const api::CandidateReport& c) {
                      {{"name", make_string(env, c.name)},
                       {"platform", make_string(env, c.platform)},
                       {"source", make_string(env, c.source)},
+                      {"origin", c.origin.empty() ? make_nil(env) : atom(env, c.origin)},
                       {"path", make_string(env, c.path.string())},
                       {"verdict", atom(env, verdict)},
                       {"failed_stage", c.failed_stage ? atom(env, *c.failed_stage) : make_nil(env)},
                       {"error", c.error ? make_error_struct(env, *c.error) : make_nil(env)},
                       {"excluded_because", c.excluded_because.empty() ? make_nil(env) : make_string(env, c.excluded_because)},
                       {"isolated", atom(env, c.isolated ? "true" : "false")},
+                      {"precompiled_mismatch", c.precompiled_mismatch.empty() ? make_nil(env) : make_string(env, c.precompiled_mismatch)},
                       {"stages", make_list(env, stages)}});
 }
 

@@ -7,15 +7,35 @@ defmodule Plugboard.Application do
         target: "cuda13",               # explicit: that target or the boot fails
         targets: ["cuda13", "cpu"],     # or a preference list, falling back in order
         probes: true, isolate: false,
+        use_environment: false,         # default false when booting from a bundle (see below)
+        bundle_required: true,          # false: a release whose embedded bundle is missing boots without it
         boot: true                      # false: never boot at start (call Plugboard.boot/1 yourself)
 
-  What is not configured comes from the environment (`PLUGBOARD_TARGET`, `PLUGBOARD_TARGETS`,
-  `PLUGBOARD_PLUGIN_PATH`), and then from the bundle manifest's priorities (accelerators before CPU).
+  **A release is its bundle.** Booting from a bundle (the embedded one or `bundle:`), only the
+  bundle's own targets are candidates: plugins named by `PLUGBOARD_PLUGIN_PATH` or
+  `PJRT_NAMES_AND_LIBRARY_PATHS` on the host are not in the bundle's hashed manifest and are not
+  considered, unless `use_environment: true` (then they follow the bundle's targets, and the report
+  gives them `origin: :environment`; choosing one logs a warning). `PLUGBOARD_TARGET` and
+  `PLUGBOARD_TARGETS` stay honoured either way when `target:`/`targets:` are not configured: they are
+  the operator's knob to choose among the bundle's own targets and add no candidate (with
+  `use_environment: false` the report's policy calls them "the caller's settings" and the log names
+  the variable; `PLUGBOARD_PROBES`, `PLUGBOARD_ISOLATE` are then not read: use `probes:`/`isolate:`).
+  With no bundle at all, `use_environment` defaults to true: the environment is the only source.
+
+  **A release without its bundle does not boot.** `Plugboard.Release.embed/1` writes
+  `priv/bundle.required` into the release before it builds the bundle. When that file is there and
+  `priv/bundle/plugboard.json` is not (a failed or interrupted release build: `mix release
+  --overwrite` recopies the application, old bundle included, before the step runs), the application
+  does not start: the reason goes to the log and `bin/REL start` / `eval` exit non-zero. Set
+  `bundle_required: false` (or `boot: false`, or `bundle:` elsewhere) to boot without it. A bundle
+  that is there but unreadable fails the boot the same way.
 
   When nothing names a target (no bundle, no configuration, no environment), plugboard starts without
   one and `Plugboard.client/0` says so. When a target was asked for and none starts, the application
   does not start: the report goes to the log and, in a release, the boot stops with a non-zero exit.
-  A preference that fell back logs why each earlier target was skipped.
+  A preference that fell back logs why each earlier target was skipped; a chosen target whose
+  precompiled programs were compiled for another processor logs why they will compile again
+  (`Plugboard.Report.Candidate`'s `precompiled_mismatch`).
   """
   use Application
   require Logger
@@ -38,48 +58,118 @@ defmodule Plugboard.Application do
 
   @doc false
   def boot_from_config do
-    config = Application.get_all_env(:plugboard)
-    opts = boot_options(config)
+    case boot_plan(Application.get_all_env(:plugboard), priv_dir(), &System.get_env/1) do
+      :skip -> :ok
+      {:boot, opts, from_env} -> boot(opts, from_env)
+      {:error, reason} ->
+        Logger.error("plugboard: " <> reason)
+        {:error, {:plugboard_bundle_missing, reason}}
+    end
+  end
+
+  @environment ["PLUGBOARD_TARGET", "PLUGBOARD_TARGETS", "PLUGBOARD_PLUGIN_PATH", "PJRT_NAMES_AND_LIBRARY_PATHS"]
+  @bundle_marker "bundle.required"
+  @doc false
+  # The file Plugboard.Release.embed/1 writes into priv/ before it builds the bundle.
+  def bundle_marker, do: @bundle_marker
+
+  @doc false
+  # What the start does, from the configuration, the application's priv folder (nil: none) and the
+  # environment (a getter): :skip, {:boot, opts, target_from_env} or {:error, reason}.
+  def boot_plan(config, priv, getenv) do
+    embedded = priv && Path.join(priv, "bundle")
+    marker = priv && Path.join(priv, @bundle_marker)
+    present? = embedded != nil and File.exists?(Path.join(embedded, "plugboard.json"))
+    expected? = marker != nil and File.exists?(marker)
+    required? = expected? and Keyword.get(config, :bundle_required, true) != false
+
+    bundle =
+      cond do
+        config[:bundle] -> config[:bundle]
+        present? -> embedded
+        true -> nil
+      end
 
     cond do
-      Keyword.get(config, :boot, true) == false -> :ok
-      not boot_requested?(opts) -> :ok
-      true -> boot(opts)
+      Keyword.get(config, :boot, true) == false ->
+        :skip
+
+      bundle == nil and required? ->
+        {:error,
+         "this release expects its bundle at #{embedded} (#{marker} says so: Plugboard.Release.embed/1 wrote it), " <>
+           "but #{Path.join(embedded, "plugboard.json")} is missing: the release build failed or was interrupted; " <>
+           "build the release again, or set `config :plugboard, bundle_required: false` to boot without it"}
+
+      true ->
+        use_env = Keyword.get(config, :use_environment, bundle == nil)
+        {policy, from_env} = policy(config, use_env, getenv)
+
+        opts =
+          Enum.reject([bundle: bundle, probes: config[:probes], isolate: config[:isolate], use_environment: use_env] ++ policy,
+                      fn {_, v} -> is_nil(v) end)
+
+        if bundle != nil or policy != [] or (use_env and Enum.any?(@environment, &(getenv.(&1) not in [nil, ""]))),
+          do: {:boot, opts, from_env},
+          else: :skip
+    end
+  end
+
+  # target:/targets: from the configuration; else, when the environment is not read by the boot
+  # itself, PLUGBOARD_TARGET / PLUGBOARD_TARGETS (an operator's choice among the bundle's targets).
+  defp policy(config, use_env, getenv) do
+    cond do
+      config[:target] || config[:targets] -> {Enum.reject([target: config[:target], targets: config[:targets]], &is_nil(elem(&1, 1))), nil}
+      use_env -> {[], nil}
+      (t = getenv.("PLUGBOARD_TARGET")) not in [nil, ""] -> {[target: t], "PLUGBOARD_TARGET=#{t}"}
+      (ts = getenv.("PLUGBOARD_TARGETS")) not in [nil, ""] ->
+        {[targets: ts |> String.split(",", trim: true) |> Enum.map(&String.trim/1)], "PLUGBOARD_TARGETS=#{ts}"}
+      true -> {[], nil}
     end
   end
 
   # The bundle, target and targets to boot with; the release's embedded bundle by default.
   @doc false
   def boot_options(config) do
-    bundle = Keyword.get(config, :bundle) || embedded_bundle()
+    case boot_plan(config, priv_dir(), &System.get_env/1) do
+      {:boot, opts, _} -> opts
+      _ -> []
+    end
+  end
 
-    [bundle: bundle, target: config[:target], targets: config[:targets], probes: config[:probes], isolate: config[:isolate]]
-    |> Enum.reject(fn {_, v} -> is_nil(v) end)
+  defp priv_dir do
+    case :code.priv_dir(:plugboard) do
+      {:error, _} -> nil
+      priv -> to_string(priv)
+    end
   end
 
   @doc "The bundle `Plugboard.Release.embed/1` put into the release, or nil."
   @spec embedded_bundle() :: Path.t() | nil
   def embedded_bundle do
-    case :code.priv_dir(:plugboard) do
-      {:error, _} -> nil
+    case priv_dir() do
+      nil -> nil
       priv -> (path = Path.join(priv, "bundle")) |> Path.join("plugboard.json") |> File.exists?() |> if(do: path)
     end
   end
 
-  @environment ["PLUGBOARD_TARGET", "PLUGBOARD_TARGETS", "PLUGBOARD_PLUGIN_PATH", "PJRT_NAMES_AND_LIBRARY_PATHS"]
-  defp boot_requested?(opts),
-    do: opts != [] or Enum.any?(@environment, &(System.get_env(&1) not in [nil, ""]))
-
-  defp boot(opts) do
+  defp boot(opts, from_env) do
     case Plugboard.boot(opts) do
       {:ok, client, report} ->
         for line <- Plugboard.Report.skipped(report), do: Logger.warning("plugboard: skipped #{line}")
-        Logger.info("plugboard: target #{report.chosen} chosen (#{report.policy}): #{client.platform} #{client.plugin}")
+        via = if from_env, do: ", #{from_env}", else: ""
+        Logger.info("plugboard: target #{report.chosen} chosen (#{report.policy}#{via}): #{client.platform} #{client.plugin}")
+        chosen = Plugboard.Report.candidate(report, report.chosen)
+
+        if chosen && chosen.origin == :environment,
+          do: Logger.warning("plugboard: target #{chosen.name} comes from the environment (#{chosen.source}), not from a bundle (use_environment: true)")
+
+        if chosen && chosen.precompiled_mismatch, do: Logger.warning("plugboard: " <> chosen.precompiled_mismatch)
         :persistent_term.put({Plugboard, :boot}, %{client: client, report: report})
         :ok
 
       {:error, error, report} ->
-        Logger.error("plugboard: no target started: #{Exception.message(error)}\n#{report && report.text}")
+        via = if from_env, do: " (#{from_env})", else: ""
+        Logger.error("plugboard: no target started#{via}: #{Exception.message(error)}\n#{report && report.text}")
         {:error, {:plugboard_boot_failed, Exception.message(error)}}
     end
   end

@@ -48,6 +48,27 @@ defmodule Plugboard.Release do
 
   An unknown package, a hash that does not match the lock, or pip that cannot download fails the
   build with the target named and the CLI's own error.
+
+  **Replacing the bundle.** The new bundle is built beside the old one (`priv/.bundle.staging`) and
+  swapped in by a rename only when it is complete (`plugboard bundle --replace`); two `embed`s of
+  the same release at once take turns on an flock of `priv/bundle.lock` (outside the bundle folder,
+  which the swap replaces) and leave one whole bundle. `mix release --overwrite` itself recopies
+  `lib/plugboard-VSN/` (old bundle included) before this step runs, so a rebuild that fails here
+  cannot keep the old bundle; instead the step first writes `priv/bundle.required`, and a release
+  with that file and no bundle does not boot (`Plugboard.Application`: the reason in the log, a
+  non-zero exit of `bin/REL start` / `eval`) unless configured with `bundle_required: false`.
+
+  **Precompiled programs and other processors.** A CPU program's cache key holds the processor that
+  compiled it (model and feature flags; XLA's CPU compiler emits code for the host it runs on), so the
+  release's precompiled CPU programs load only on the same processor model; elsewhere they compile
+  on first use. The manifest records the build host's processor per program (`built_on`), and a boot
+  on another one says so in the report (`Plugboard.Report.Candidate`'s `precompiled_mismatch`) and
+  the log, with the features that differ. XLA's CPU plugins (0.81, 0.106, 0.115) offer
+  `xla_cpu_max_isa` (a `DebugOptions` field: SSE4_2, AVX, AVX2, AVX512, AVX512_VNNI, AVX512_BF16,
+  AMX, AMX_FP16), which caps the instructions emitted but not the processor the code is tuned for,
+  and the executable does not record it;
+  plugboard does not use it, so keys stay per processor: build the release on the processor model it
+  will run on for the precompiled CPU programs to load.
   """
 
   @typedoc "A target's source: `\"PACKAGE==VERSION\"` or the path of a local plugin file."
@@ -78,6 +99,9 @@ defmodule Plugboard.Release do
   """
   @spec embed(Mix.Release.t()) :: Mix.Release.t()
   def embed(release) do
+    app = app_dir(release)
+    # First of all: whatever fails below, this release no longer boots quietly without a bundle.
+    expect_bundle!(app, release)
     opts = Keyword.get(release.options, :plugboard) || Mix.raise("plugboard: release #{release.name} has no plugboard: [targets: ...] options")
 
     case Keyword.keys(opts) -- @known do
@@ -93,7 +117,6 @@ defmodule Plugboard.Release do
 
     if targets == [], do: Mix.raise("plugboard: release #{release.name} names no target (plugboard: [targets: [cpu: \"xla-cpu-pjrt==0.0.1\"]])")
 
-    app = app_dir(release)
     cli = Path.join([app, "priv", "bin", "plugboard"])
     bundle = Path.join([app, "priv", "bundle"])
     fetching = fetch_args(opts, root)
@@ -102,9 +125,9 @@ defmodule Plugboard.Release do
     packages = for {_, source} <- targets, package?(source), uniq: true, do: source
     if packages != [], do: cli!(cli, ["fetch" | packages] ++ fetching, release, targets, root)
 
-    File.rm_rf!(bundle)
+    # Built beside the old bundle and swapped in whole, under the lock priv/bundle.lock.
     target_args = Enum.flat_map(targets, fn {name, source} -> ["--target", "#{name}=#{source}"] end)
-    cli!(cli, ["bundle", "--out", bundle] ++ target_args ++ layout_args(opts) ++ precompile_args(opts, root) ++ fetching,
+    cli!(cli, ["bundle", "--replace", "--out", bundle] ++ target_args ++ layout_args(opts) ++ precompile_args(opts, root) ++ fetching,
          release, targets, root)
     release
   end
@@ -114,6 +137,20 @@ defmodule Plugboard.Release do
     case release.applications[:plugboard] do
       nil -> Mix.raise("plugboard: release #{release.name} does not include the :plugboard application")
       app -> Path.join([release.path, "lib", "plugboard-#{app[:vsn]}"])
+    end
+  end
+
+  defp expect_bundle!(app, release) do
+    marker = Path.join([app, "priv", Plugboard.Application.bundle_marker()])
+
+    text =
+      "release #{release.name} boots from the bundle beside this file (priv/bundle), which " <>
+        "Plugboard.Release.embed/1 builds; without it the release does not boot " <>
+        "(config :plugboard, bundle_required: false to allow that)\n"
+
+    case File.mkdir_p(Path.dirname(marker)) |> then(fn :ok -> File.write(marker, text); e -> e end) do
+      :ok -> :ok
+      {:error, why} -> Mix.raise("plugboard: cannot write #{marker}: #{:file.format_error(why)}")
     end
   end
 
