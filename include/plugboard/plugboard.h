@@ -71,6 +71,9 @@ struct SelectionSettings {
   std::vector<std::string> preference;  // ordered fallback; empty: by priority (accelerators first)
   std::optional<bool> probes;           // device probes before loading (default on)
   std::optional<bool> isolate;          // try loading in a child process first (default off)
+  // Where target/preference came from, for the report ("PLUGBOARD_TARGET" when a caller passes on
+  // the variable's value itself); default "the caller's settings".
+  std::optional<std::string> policy_source;
 };
 
 struct StageReport {

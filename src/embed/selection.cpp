@@ -39,7 +39,7 @@ Expected<bundle::BootOptions> boot_options(const SelectionSettings& settings) {
   select::SelectOptions base;
   base.target = settings.target;
   base.preference = settings.preference;
-  if (settings.target || !settings.preference.empty()) base.policy_source = "the caller's settings";
+  if (settings.target || !settings.preference.empty()) base.policy_source = settings.policy_source.value_or("the caller's settings");
   if (settings.probes) base.probes = *settings.probes;
   if (settings.isolate) base.isolate = *settings.isolate;
   if (settings.use_environment) {

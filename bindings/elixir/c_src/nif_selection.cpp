@@ -10,7 +10,8 @@
 namespace plugboard::nif {
 namespace {
 
-// %{bundle:, target:, preference:, probes:, isolate:, use_environment:} (every key optional).
+// %{bundle:, target:, preference:, probes:, isolate:, use_environment:, policy_source:} (every key
+// optional).
 Expected<api::SelectionSettings> get_settings(ErlNifEnv* env, ERL_NIF_TERM map) {
   if (!enif_is_map(env, map)) return invalid_argument("the selection settings must be a map");
   api::SelectionSettings s;
@@ -30,6 +31,9 @@ Expected<api::SelectionSettings> get_settings(ErlNifEnv* env, ERL_NIF_TERM map) 
   }
   if (auto v = map_get(env, map, "isolate")) {
     PB_ASSIGN_OR_RETURN(s.isolate, get_optional_bool(env, *v, "isolate"));
+  }
+  if (auto v = map_get(env, map, "policy_source")) {
+    PB_ASSIGN_OR_RETURN(s.policy_source, get_optional_string(env, *v, "policy_source"));
   }
   if (auto v = map_get(env, map, "use_environment")) {
     PB_ASSIGN_OR_RETURN(s.use_environment, get_bool(env, *v, "use_environment"));

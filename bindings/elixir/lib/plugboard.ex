@@ -70,13 +70,15 @@ defmodule Plugboard do
     end
   end
 
-  @selection_keys [:bundle, :target, :targets, :probes, :isolate, :use_environment]
+  @selection_keys [:bundle, :target, :targets, :probes, :isolate, :use_environment, :policy_source]
 
   @doc """
   Chooses a target and starts it: `bundle:` (a bundle folder), `target:` (that one or fail),
   `targets:` (a preference list, falling back in order), `probes:` (device probes before loading,
   default true), `isolate:` (load in a child process first), `use_environment:` (default true: also
-  read `PLUGBOARD_TARGET`, `PLUGBOARD_TARGETS`, `PLUGBOARD_PLUGIN_PATH`; what is given here wins).
+  read `PLUGBOARD_TARGET`, `PLUGBOARD_TARGETS`, `PLUGBOARD_PLUGIN_PATH`; what is given here wins),
+  `policy_source:` (what the report names as where `target:`/`targets:` came from; default "the
+  caller's settings").
 
   Runs on a dirty I/O scheduler. Returns the client with the report, or the error with the report
   (nil when the settings themselves were malformed).
@@ -114,7 +116,8 @@ defmodule Plugboard do
            preference: opts[:targets] && Enum.map(List.wrap(opts[:targets]), &to_string/1),
            probes: opts[:probes],
            isolate: opts[:isolate],
-           use_environment: Keyword.get(opts, :use_environment, true)
+           use_environment: Keyword.get(opts, :use_environment, true),
+           policy_source: opts[:policy_source] && to_string(opts[:policy_source])
          }}
 
       unknown ->

@@ -60,14 +60,16 @@ defmodule Plugboard.ApplicationTest do
 
   test "PLUGBOARD_TARGET and PLUGBOARD_TARGETS still choose among the bundle's targets", %{priv: priv} do
     assert {:boot, opts, "PLUGBOARD_TARGET=cpu"} = Application.boot_plan([], priv, env(%{"PLUGBOARD_TARGET" => "cpu"}))
-    assert opts[:target] == "cpu" and opts[:use_environment] == false
+    assert opts[:target] == "cpu" and opts[:use_environment] == false and opts[:policy_source] == "PLUGBOARD_TARGET"
     assert {:boot, opts, "PLUGBOARD_TARGETS=x, cpu"} = Application.boot_plan([], priv, env(%{"PLUGBOARD_TARGETS" => "x, cpu"}))
     assert opts[:targets] == ["x", "cpu"]
     # The configuration wins.
     assert {:boot, opts, nil} = Application.boot_plan([target: "cpu"], priv, env(%{"PLUGBOARD_TARGET" => "other"}))
     assert opts[:target] == "cpu"
-    assert {:error, error, _} = Plugboard.boot(elem(Application.boot_plan([], priv, env(%{"PLUGBOARD_TARGET" => "nosuch"})), 1))
+    assert {:error, error, report} = Plugboard.boot(elem(Application.boot_plan([], priv, env(%{"PLUGBOARD_TARGET" => "nosuch"})), 1))
     assert Exception.message(error) =~ "nosuch" and Exception.message(error) =~ "cpu"
+    # The report names the variable the choice came from.
+    assert report.policy =~ "PLUGBOARD_TARGET"
   end
 
   test "no bundle: the environment is read as before" do

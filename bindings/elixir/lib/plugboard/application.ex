@@ -18,8 +18,7 @@ defmodule Plugboard.Application do
   gives them `origin: :environment`; choosing one logs a warning). `PLUGBOARD_TARGET` and
   `PLUGBOARD_TARGETS` stay honoured either way when `target:`/`targets:` are not configured: they are
   the operator's knob to choose among the bundle's own targets and add no candidate (with
-  `use_environment: false` the report's policy calls them "the caller's settings" and the log names
-  the variable; `PLUGBOARD_PROBES`, `PLUGBOARD_ISOLATE` are then not read: use `probes:`/`isolate:`).
+  `use_environment: false` the report's policy and the log name the variable; `PLUGBOARD_PROBES`, `PLUGBOARD_ISOLATE` are then not read: use `probes:`/`isolate:`).
   With no bundle at all, `use_environment` defaults to true: the environment is the only source.
 
   **A release without its bundle does not boot.** `Plugboard.Release.embed/1` writes
@@ -104,8 +103,11 @@ defmodule Plugboard.Application do
         use_env = Keyword.get(config, :use_environment, bundle == nil)
         {policy, from_env} = policy(config, use_env, getenv)
 
+        source = from_env && from_env |> String.split("=", parts: 2) |> hd()
+
         opts =
-          Enum.reject([bundle: bundle, probes: config[:probes], isolate: config[:isolate], use_environment: use_env] ++ policy,
+          Enum.reject([bundle: bundle, probes: config[:probes], isolate: config[:isolate], use_environment: use_env,
+                       policy_source: source] ++ policy,
                       fn {_, v} -> is_nil(v) end)
 
         if bundle != nil or policy != [] or (use_env and Enum.any?(@environment, &(getenv.(&1) not in [nil, ""]))),
