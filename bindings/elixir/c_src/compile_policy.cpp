@@ -10,8 +10,10 @@ constexpr size_t kInlineResultBytes = 64 * 1024;
 
 // Operation names (StableHLO, CHLO and MHLO spell them alike) that make a program's run time
 // unbounded by its size or hidden from XLA's cost model.
-constexpr std::array<std::string_view, 10> kLongRunning = {
-    "while", "custom_call", "sort", "scatter", "fft", "cholesky", "triangular_solve", "rng", "eigh", "top_k"};
+// Also the operations that wait on something outside the program (infeed, outfeed, send, recv).
+constexpr std::array<std::string_view, 14> kLongRunning = {
+    "while", "custom_call", "sort",  "scatter", "fft",     "cholesky", "triangular_solve",
+    "rng",   "eigh",        "top_k", "infeed",  "outfeed", "send",     "recv"};
 
 }  // namespace
 

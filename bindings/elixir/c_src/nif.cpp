@@ -6,17 +6,40 @@
 // own threads (work_pool.h) and answer by message.
 #include <erl_nif.h>
 
+#include <cstring>
+
 #include "nif_functions.h"
 #include "resources.h"
 
 namespace plugboard::nif {
 namespace {
 
-int load(ErlNifEnv* env, void**, ERL_NIF_TERM) { return open_resource_types(env, ERL_NIF_RT_CREATE) ? 0 : 1; }
+// What the library's resource objects look like. A new library takes over the objects an old one made
+// only when they are laid out alike: raise this whenever a resource struct (resources.h) changes.
+constexpr int kResourceLayout = 2;
+struct LibraryIdentity {
+  const char* name;
+  int resource_layout;
+};
+LibraryIdentity identity{"plugboard_nif", kResourceLayout};
 
-// A hot upgrade of Plugboard.Native: the new library takes over the resource types (the objects the
-// old one made keep working), and the threads, which belong to the shared object that stays loaded.
-int upgrade(ErlNifEnv* env, void**, void**, ERL_NIF_TERM) {
+bool same_layout(void* old_priv) {
+  auto* old = static_cast<const LibraryIdentity*>(old_priv);
+  return old && std::strcmp(old->name, identity.name) == 0 && old->resource_layout == kResourceLayout;
+}
+
+int load(ErlNifEnv* env, void** priv, ERL_NIF_TERM) {
+  *priv = &identity;
+  return open_resource_types(env, ERL_NIF_RT_CREATE) ? 0 : 1;
+}
+
+// A hot upgrade of Plugboard.Native: the new library takes over the resource types, so the objects the
+// old one made keep working; refused (the VM keeps the old code) when the old library's objects are
+// laid out otherwise (its identity says so; one from before identities has none). The library is
+// linked -z nodelete: its threads never outlive their code.
+int upgrade(ErlNifEnv* env, void** priv, void** old_priv, ERL_NIF_TERM) {
+  if (!old_priv || !same_layout(*old_priv)) return 1;
+  *priv = &identity;
   return open_resource_types(env, static_cast<ErlNifResourceFlags>(ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER)) ? 0 : 1;
 }
 
@@ -35,6 +58,7 @@ ErlNifFunc functions[] = {
     {"buffer_free", 1, nif_buffer_free, 0},
     {"execute", 8, nif_execute, 0},
     {"cancel", 1, nif_cancel, 0},
+    {"cancelled?", 1, nif_cancelled, 0},
     {"measure_execute", 3, nif_measure_execute, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"reply", 2, nif_reply, 0},
     {"fail_call", 2, nif_fail_call, 0},

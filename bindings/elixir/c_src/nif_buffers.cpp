@@ -87,7 +87,14 @@ struct ReadJob {
   ~ReadJob() {
     if (owns_bin) enif_release_binary(&bin);
   }
-  void finish(Status status) {
+  void finish(Status status) noexcept {
+    try {
+      send(std::move(status));
+    } catch (...) {
+      gate->send_failure("plugboard_binary", "reading a buffer");
+    }
+  }
+  void send(Status status) {
     OwnedEnv msg;
     ErlNifEnv* e = msg.get();
     ERL_NIF_TERM outcome;

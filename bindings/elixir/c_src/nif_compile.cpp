@@ -51,7 +51,15 @@ struct CompileJob {
   api::CompileOptions options;
   std::vector<std::string> callbacks;
 
-  void run() {
+  void run() noexcept {
+    try {
+      compile_and_send();
+    } catch (...) {
+      gate->send_failure("plugboard_compiled", ("compiling " + name).c_str());
+    }
+  }
+
+  void compile_and_send() {
     const std::string_view bytes(reinterpret_cast<const char*>(program_bytes.data), program_bytes.size);
     bool inline_ok = false;
     Expected<api::Executable> exe = [&]() -> Expected<api::Executable> {

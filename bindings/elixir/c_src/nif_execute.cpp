@@ -29,6 +29,20 @@ constexpr size_t kInlineArgumentBytes = 64 * 1024;
 constexpr auto kInlineBudget = std::chrono::microseconds(500);
 constexpr auto kInlineFarOver = std::chrono::milliseconds(20);
 
+// Executions started and not complete yet, on every client. XLA's clients make a launch wait while a
+// device has its most executions in flight (a semaphore in the client's execute path), whatever the
+// program: a launch on a scheduler is only safe well below that.
+std::atomic<int> executions_in_flight{0};
+constexpr int kInlineWhileInFlightBelow = 8;
+
+// Counts one execution in flight for as long as it lives.
+struct InFlight {
+  InFlight() { executions_in_flight.fetch_add(1, std::memory_order_relaxed); }
+  ~InFlight() { executions_in_flight.fetch_sub(1, std::memory_order_relaxed); }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+};
+
 void judge_inline_launch(ExecutableResource& exe, std::chrono::steady_clock::duration took) {
   if (took <= kInlineBudget) {
     if (exe.inline_overruns.load(std::memory_order_relaxed) != 0) exe.inline_overruns.store(0, std::memory_order_relaxed);
@@ -52,13 +66,19 @@ struct Completion {
   std::shared_ptr<ReplyGate> gate;
   std::shared_ptr<const api::Client> client;
   std::vector<api::Buffer> outputs;
+  InFlight in_flight;  // until the completion has run (it is held by the execution's on_complete)
 
-  void send(Status status) {
-    OwnedEnv msg;
-    ErlNifEnv* e = msg.get();
-    ERL_NIF_TERM outcome = status ? make_outputs(e, outputs, client) : make_error(e, status.error());
-    outputs.clear();
-    gate->send("plugboard_done", msg, outcome);
+  // Never throws: a caller waiting without a time-out must get an answer.
+  void send(Status status) noexcept {
+    try {
+      OwnedEnv msg;
+      ErlNifEnv* e = msg.get();
+      ERL_NIF_TERM outcome = status ? make_outputs(e, outputs, client) : make_error(e, status.error());
+      outputs.clear();
+      gate->send("plugboard_done", msg, outcome);
+    } catch (...) {
+      gate->send_failure("plugboard_done", "sending the outputs of an execution");
+    }
   }
 };
 
@@ -66,7 +86,9 @@ struct Completion {
 // resources (and put back if the execution does not start).
 struct Arguments {
   std::vector<std::shared_ptr<api::Buffer>> buffers;
-  std::vector<BufferResource*> donated_from;  // parallel to buffers: the resource a donated one left
+  // Parallel to buffers: the resource a donated one left, kept until the execution has started (the
+  // term may be garbage by then: a launch on a pool thread runs after the NIF call returned).
+  std::vector<KeptResource<BufferResource>> donated_from;
   std::vector<api::Buffer*> pointers;
   size_t bytes = 0;
 
@@ -105,7 +127,8 @@ Expected<Arguments> take_arguments(ErlNifEnv* env, ERL_NIF_TERM list, const std:
   ERL_NIF_TERM head, tail = list;
   for (int i = 0; enif_get_list_cell(env, tail, &head, &tail); ++i) {
     const std::string what = "argument " + std::to_string(i);
-    auto* resource = get_resource<BufferResource>(env, enif_is_map(env, head) ? map_get(env, head, "resource").value_or(head) : head);
+    const ERL_NIF_TERM term = enif_is_map(env, head) ? map_get(env, head, "resource").value_or(head) : head;
+    auto* resource = get_resource<BufferResource>(env, term);
     if (!resource) return refuse(Error(Code::kInvalidArgument, what + " is not a plugboard buffer"));
     const bool donated = std::find(donate.begin(), donate.end(), i) != donate.end();
     if (donated && !resource->donatable)
@@ -117,7 +140,8 @@ Expected<Arguments> take_arguments(ErlNifEnv* env, ERL_NIF_TERM list, const std:
       std::lock_guard lock(resource->mutex);
       if (donated && resource->buffer && resource->buffer.use_count() > 1)
         return refuse(Error(Code::kFailedPrecondition,
-                            what + " is in use (being read, or an argument of another execution starting now): it cannot be donated"));
+                            what + " is in use (being read, or an argument of an execution still starting on a thread: "
+                                   "await it first): it cannot be donated"));
       if (resource->buffer && resource->buffer->valid()) buffer = donated ? resource->take(BufferResource::Gone::kDonated) : resource->buffer;
     }
     if (!buffer) {
@@ -127,7 +151,7 @@ Expected<Arguments> take_arguments(ErlNifEnv* env, ERL_NIF_TERM list, const std:
     args.bytes += buffer->byte_size();
     args.pointers.push_back(buffer.get());
     args.buffers.push_back(std::move(buffer));
-    args.donated_from.push_back(donated ? resource : nullptr);
+    args.donated_from.push_back(donated ? keep_resource<BufferResource>(env, term) : KeptResource<BufferResource>());
   }
   if (!enif_is_empty_list(env, tail)) return refuse(Error(Code::kInvalidArgument, "the arguments must be a list of buffers"));
   return args;
@@ -229,8 +253,9 @@ PB_NIF(nif_execute) {
     if (!args) return make_error(env, args.error());
     here.args = std::move(*args);
 
-    const bool launch_here =
-        !gate && here.args.bytes <= kInlineArgumentBytes && exe->may_launch_inline.load(std::memory_order_relaxed);
+    const bool launch_here = !gate && here.args.bytes <= kInlineArgumentBytes &&
+                             exe->may_launch_inline.load(std::memory_order_relaxed) &&
+                             executions_in_flight.load(std::memory_order_relaxed) < kInlineWhileInFlightBelow;
     if (launch_here) {
       const auto started = std::chrono::steady_clock::now();
       Expected<api::Execution> execution = here.begin();
@@ -258,6 +283,14 @@ PB_NIF(nif_execute) {
     }
     return enif_make_tuple2(env, atom(env, "started"), gate_term);
   });
+}
+
+// cancelled?(gate): whether cancel/1 closed it (a later wait for it would never end)
+PB_NIF(nif_cancelled) {
+  (void)argc;
+  auto* g = get_resource<GateResource>(env, argv[0]);
+  if (!g) return enif_make_badarg(env);
+  return atom(env, g->gate->closed() ? "true" : "false");
 }
 
 // cancel(gate): the caller gives up waiting: nothing more is sent for that call, and its waiting

@@ -45,6 +45,7 @@ PB_NIF(nif_buffer_free);
 // nif_execute.cpp
 PB_NIF(nif_execute);
 PB_NIF(nif_cancel);
+PB_NIF(nif_cancelled);
 PB_NIF(nif_measure_execute);
 PB_NIF(nif_reply);
 PB_NIF(nif_fail_call);

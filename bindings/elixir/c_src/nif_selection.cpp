@@ -161,10 +161,12 @@ PB_NIF(nif_client_info) {
 // The client's teardown, when this was its last reference, runs on a launch-pool thread (guard_client).
 PB_NIF(nif_client_close) {
   (void)argc;
-  auto* c = get_resource<ClientResource>(env, argv[0]);
-  if (!c) return make_error(env, Code::kInvalidArgument, "not a plugboard client");
-  c->close();
-  return atom(env, "ok");
+  return guarded(env, "closing a client", [&] {
+    auto* c = get_resource<ClientResource>(env, argv[0]);
+    if (!c) return make_error(env, Code::kInvalidArgument, "not a plugboard client");
+    c->close();
+    return atom(env, "ok");
+  });
 }
 
 // %{client: n, executable: n, buffer: n, call: n}: live native objects

@@ -26,6 +26,16 @@ bool ReplyGate::send_call(const ErlNifPid& to, const std::shared_ptr<PendingCall
   return false;
 }
 
+void ReplyGate::send_failure(const char* tag, const char* what) noexcept {
+  try {
+    OwnedEnv msg;
+    if (!msg) return;
+    send(tag, msg, make_error(msg.get(), Code::kResourceExhausted, std::string(what) + ": out of memory"));
+  } catch (...) {
+    // Nothing left to answer with.
+  }
+}
+
 void ReplyGate::forget(const PendingCall* call) {
   std::lock_guard lock(mutex_);
   std::erase_if(waiting_, [&](const auto& c) { return c.get() == call; });

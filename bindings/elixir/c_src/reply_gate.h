@@ -28,6 +28,9 @@ class ReplyGate {
   // gate is closed or the process is gone.
   bool send(const char* tag, OwnedEnv& env, ERL_NIF_TERM value) { return send_to(caller_, tag, env, value); }
   bool send_to(const ErlNifPid& to, const char* tag, OwnedEnv& env, ERL_NIF_TERM value);
+  // {tag, ref, {:error, %Plugboard.Error{code: :resource_exhausted}}} naming `what`, for an answer
+  // that could not be built (no memory): the caller still gets one. Never throws.
+  void send_failure(const char* tag, const char* what) noexcept;
   // Sends a blocking call's message and keeps the call, to fail it on close(); false (nothing sent)
   // when the gate is closed or the process is gone.
   bool send_call(const ErlNifPid& to, const std::shared_ptr<PendingCall>& call, OwnedEnv& env, ERL_NIF_TERM value);

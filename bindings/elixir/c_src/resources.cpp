@@ -60,19 +60,40 @@ ErlNifResourceType* resource_type<CallResource>() { return type_slot<CallResourc
 template <>
 ErlNifResourceType* resource_type<GateResource>() { return type_slot<GateResource>(); }
 
+// Runs `drop` on a launch-pool thread, or here when no thread can take it (no memory). Never throws:
+// it runs inside destructors and shared_ptr deleters.
+template <class Drop>
+void drop_off_scheduler(Drop drop) noexcept {
+  try {
+    auto task = std::make_shared<Drop>(std::move(drop));
+    if (launch_pool().post([task] { (*task)(); })) return;
+    (*task)();
+  } catch (...) {
+    drop();  // what make_shared could not take is still here
+  }
+}
+
 std::shared_ptr<const api::Client> guard_client(std::shared_ptr<const api::Client> client) {
   const api::Client* raw = client.get();
-  return std::shared_ptr<const api::Client>(raw, [owned = std::move(client)](const api::Client*) mutable {
-    auto last = std::make_shared<std::shared_ptr<const api::Client>>(std::move(owned));
-    // No thread to run it on (no memory): destroyed here rather than never.
-    if (!launch_pool().post([last] { last->reset(); })) last->reset();
+  return std::shared_ptr<const api::Client>(raw, [owned = std::move(client)](const api::Client*) mutable noexcept {
+    drop_off_scheduler([last = std::move(owned)]() mutable { last.reset(); });
   });
 }
 
-void dispose(std::shared_ptr<api::Buffer> buffer) {
-  if (!buffer || buffer.use_count() > 1 || buffer->byte_size() <= kDirtyCopyBytes) return;
-  auto last = std::make_shared<std::shared_ptr<api::Buffer>>(std::move(buffer));
-  if (!launch_pool().post([last] { last->reset(); })) last->reset();
+void dispose(std::shared_ptr<api::Buffer> buffer) noexcept {
+  // Off a normal scheduler, or small: dropped here. (Whether this is the last reference is not asked:
+  // another holder may let go at the same moment.)
+  if (!buffer || !on_normal_scheduler() || buffer->byte_size() <= kDirtyCopyBytes) return;
+  drop_off_scheduler([last = std::move(buffer)]() mutable { last.reset(); });
+}
+
+ExecutableResource::~ExecutableResource() {
+  // PJRT_LoadedExecutable_Destroy unloads the program (a GPU module): not on a scheduler.
+  if (on_normal_scheduler())
+    drop_off_scheduler([last = std::move(executable), client = std::move(client)]() mutable {
+      last = api::Executable(nullptr);
+      client.reset();
+    });
 }
 
 BufferResource::~BufferResource() { dispose(std::move(buffer)); }

@@ -27,7 +27,7 @@ std::shared_ptr<const api::Client> guard_client(std::shared_ptr<const api::Clien
 
 // Drops a reference to a buffer; the last one of a large buffer is dropped on a launch-pool thread
 // (releasing many pages can take milliseconds).
-void dispose(std::shared_ptr<api::Buffer> buffer);
+void dispose(std::shared_ptr<api::Buffer> buffer) noexcept;
 
 // A client; close/1 lets go of it early (executables and buffers keep their own reference).
 struct ClientResource {
@@ -52,6 +52,7 @@ struct ClientResource {
 struct ExecutableResource {
   ExecutableResource(std::shared_ptr<const api::Client> c, api::Executable e, bool inline_ok)
       : client(std::move(c)), executable(std::move(e)), may_launch_inline(inline_ok) {}
+  ~ExecutableResource();  // the executable and the client go on a launch-pool thread
   std::shared_ptr<const api::Client> client;  // declared first: destroyed after the executable
   api::Executable executable;
   std::atomic<bool> may_launch_inline;
@@ -177,6 +178,46 @@ T* get_resource(ErlNifEnv* env, ERL_NIF_TERM term) {
   void* memory = nullptr;
   if (!enif_get_resource(env, term, resource_type<T>(), &memory)) return nullptr;
   return static_cast<ResourceSlot<T>*>(memory)->object;
+}
+
+// A reference to a resource from native code (enif_keep_resource): its object lives at least as long
+// as this, whatever the garbage collector does with the terms. Released from any thread.
+template <class T>
+class KeptResource {
+ public:
+  KeptResource() = default;
+  // `memory` as enif_get_resource gives it.
+  explicit KeptResource(void* memory) : memory_(memory) {
+    if (memory_) enif_keep_resource(memory_);
+  }
+  KeptResource(KeptResource&& other) noexcept : memory_(std::exchange(other.memory_, nullptr)) {}
+  KeptResource& operator=(KeptResource&& other) noexcept {
+    if (this != &other) {
+      reset();
+      memory_ = std::exchange(other.memory_, nullptr);
+    }
+    return *this;
+  }
+  KeptResource(const KeptResource&) = delete;
+  KeptResource& operator=(const KeptResource&) = delete;
+  ~KeptResource() { reset(); }
+  T* get() const { return memory_ ? static_cast<ResourceSlot<T>*>(memory_)->object : nullptr; }
+  T* operator->() const { return get(); }
+  explicit operator bool() const { return memory_ != nullptr; }
+
+ private:
+  void reset() {
+    if (memory_) enif_release_resource(std::exchange(memory_, nullptr));
+  }
+  void* memory_ = nullptr;
+};
+
+// The resource behind a term (or a struct's `resource` field), kept.
+template <class T>
+KeptResource<T> keep_resource(ErlNifEnv* env, ERL_NIF_TERM term) {
+  void* memory = nullptr;
+  if (!enif_get_resource(env, term, resource_type<T>(), &memory)) return {};
+  return KeptResource<T>(memory);
 }
 
 }  // namespace plugboard::nif

@@ -406,32 +406,69 @@ defmodule Plugboard do
 
   @doc """
   Waits for an execution started by `run_async/3`: its outputs, or its error (the execution's own, a
-  failed callback's, or the first error of an ordered callback function run here).
+  failed callback's, or the first error of an ordered callback function run here). `timeout` (ms or
+  `:infinity`) bounds the whole wait; when it passes, the execution is cancelled (as `run/3`'s
+  `timeout:`) and the result is `{:error, %Plugboard.Error{code: :deadline_exceeded}}`, unless its
+  outcome arrived meanwhile. Awaiting a cancelled run again is `:cancelled` at once.
   """
   @spec await(Run.t(), timeout()) :: result([Buffer.t()])
   def await(run, timeout \\ :infinity)
-  def await(%Run{done: nil} = run, timeout), do: await_loop(run, timeout, nil)
+
+  def await(%Run{done: nil} = run, timeout) do
+    with {:ok, timeout} <- Options.timeout([timeout: timeout], :timeout, :infinity) do
+      if Native.cancelled?(run.gate) do
+        {:error, Error.new(:cancelled, "#{run.executable}: this run was cancelled when an earlier wait for it gave up")}
+      else
+        deadline = if timeout == :infinity, do: :infinity, else: System.monotonic_time(:millisecond) + timeout
+        await_loop(run, deadline, nil, timeout)
+      end
+    end
+  end
+
   def await(%Run{done: outcome}, _timeout), do: outcome
 
   # Only the calls bound to functions are this loop's; those bound to this very process stay in its
   # mailbox for it to read afterwards.
-  defp await_loop(%Run{ref: ref, blocking: blocking, ordered: ordered} = run, timeout, ordered_error) do
+  defp await_loop(%Run{ref: ref, blocking: blocking, ordered: ordered} = run, deadline, ordered_error, timeout) do
     receive do
       {:plugboard_call, ^ref, %Call{name: name} = call} when is_map_key(blocking, name) ->
         answer(call, Map.get(run.blocking, call.name))
-        await_loop(run, timeout, ordered_error)
+        await_loop(run, deadline, ordered_error, timeout)
 
       {:plugboard_ordered, ^ref, %OrderedCall{name: name} = call} when is_map_key(ordered, name) ->
         error = deliver_ordered(call, Map.get(run.ordered, call.name))
-        await_loop(run, timeout, ordered_error || error)
+        await_loop(run, deadline, ordered_error || error, timeout)
 
       {:plugboard_done, ^ref, outcome} ->
-        case {outcome, ordered_error} do
-          {{:ok, _}, %Error{} = error} -> {:error, error}
-          _ -> outcome
-        end
+        finish(outcome, ordered_error)
     after
-      timeout -> give_up(run.gate, ref, :plugboard_done, "#{run.executable} did not finish in #{timeout} ms")
+      remaining(deadline) ->
+        :ok = Native.cancel(run.gate)
+        drain(run, ordered_error, timeout)
+    end
+  end
+
+  defp finish({:ok, _}, %Error{} = ordered_error), do: {:error, ordered_error}
+  defp finish(outcome, _), do: outcome
+
+  defp remaining(:infinity), do: :infinity
+  defp remaining(deadline), do: max(deadline - System.monotonic_time(:millisecond), 0)
+
+  # After cancel/1 nothing more comes for this run. What came already: ordered calls are delivered
+  # (they happened, in program order, all before the outcome), blocking calls are dropped (cancel
+  # failed them), and an outcome that arrived before the cancel is still the answer.
+  defp drain(%Run{ref: ref, ordered: ordered} = run, ordered_error, timeout) do
+    receive do
+      {:plugboard_ordered, ^ref, %OrderedCall{name: name} = call} when is_map_key(ordered, name) ->
+        drain(run, ordered_error || deliver_ordered(call, Map.get(ordered, name)), timeout)
+
+      {:plugboard_done, ^ref, outcome} ->
+        flush(ref)
+        finish(outcome, ordered_error)
+    after
+      0 ->
+        flush(ref)
+        {:error, Error.new(:deadline_exceeded, "#{run.executable} did not finish in #{timeout} ms (cancelled)")}
     end
   end
 

@@ -24,6 +24,7 @@ defmodule Plugboard.Native do
   def buffer_free(_buffer), do: :erlang.nif_error(:not_loaded)
   def execute(_exe, _args, _donate, _device, _routes, _limit, _caller, _ref), do: :erlang.nif_error(:not_loaded)
   def cancel(_gate), do: :erlang.nif_error(:not_loaded)
+  def cancelled?(_gate), do: :erlang.nif_error(:not_loaded)
   def measure_execute(_exe, _args, _iterations), do: :erlang.nif_error(:not_loaded)
   def reply(_call, _results), do: :erlang.nif_error(:not_loaded)
   def fail_call(_call, _message), do: :erlang.nif_error(:not_loaded)

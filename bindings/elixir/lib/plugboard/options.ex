@@ -56,7 +56,7 @@ defmodule Plugboard.Options do
 
   @doc "A map or keyword list of name => binding; each binding is checked by `valid?`."
   def bindings(opts, key, valid?, what) do
-    value = Keyword.get(opts, key, %{})
+    value = Keyword.get(opts, key) || %{}
 
     pairs =
       cond do
@@ -66,7 +66,7 @@ defmodule Plugboard.Options do
       end
 
     with pairs when is_list(pairs) <- pairs,
-         [] <- for({name, _} <- pairs, not (is_binary(name) or is_atom(name)), do: name),
+         [] <- for({name, _} <- pairs, not name?(name), do: name),
          [] <- for({name, binding} <- pairs, not valid?.(binding), do: {name, binding}) do
       {:ok, Map.new(pairs, fn {k, v} -> {to_string(k), v} end)}
     else
@@ -75,6 +75,9 @@ defmodule Plugboard.Options do
       [name | _] -> invalid("#{key}: the callback name #{inspect(name)} must be a string")
     end
   end
+
+  # A callback name: a string, an atom, or a charlist.
+  defp name?(name), do: is_binary(name) or (is_atom(name) and not is_nil(name)) or (is_list(name) and List.ascii_printable?(name) and name != [])
 
   def invalid(message), do: {:error, Error.new(:invalid_argument, message)}
 end

@@ -18,6 +18,10 @@ defmodule Plugboard.Nx.OpsTest do
         host = Nx.backend_transfer(u, Nx.BinaryBackend)
         assert Nx.to_list(host) == [4.0, 5.0]
         assert Nx.backend_deallocate(u) == :already_deallocated
+        # To the same client: nothing moves, nothing is freed.
+        v = Nx.tensor([6.0], backend: {Plugboard.Nx.Backend, client: c})
+        assert Nx.backend_transfer(v, {Plugboard.Nx.Backend, client: c}) == v
+        assert Nx.to_list(v) == [6.0]
       end
 
       test "gather, take, take_along_axis (out-of-range indices clamped)", %{c: c} do

@@ -93,6 +93,11 @@ defmodule Plugboard.Nx.Backend do
 
   @impl true
   def backend_transfer(%T{} = t, __MODULE__, []), do: t
+
+  def backend_transfer(%T{data: %__MODULE__{client: %{resource: r}}} = t, __MODULE__, opts) do
+    if client(opts).resource == r, do: t, else: moved(backend_copy(t, __MODULE__, opts), t)
+  end
+
   def backend_transfer(%T{} = t, backend, opts), do: moved(backend_copy(t, backend, opts), t)
 
   defp moved(copy, original) do
