@@ -109,7 +109,48 @@ defmodule Plugboard.CallbacksTest do
         assert m =~ "no answer within 200 ms"
         Process.exit(handler, :kill)
       end
+
+      test "a wait that gives up cancels: the call fails, no message follows, a second await is :cancelled", %{exe: exe, x: x} do
+        me = self()
+        handler = spawn(fn -> receive do: ({:plugboard_call, _, call} -> send(me, {:call, call}) && Process.sleep(:infinity)) end)
+        quiet = %{"plugboard.print" => fn _ -> :ok end}
+        {:ok, run} = Plugboard.run_async(exe, [x], callbacks: %{"host_scale" => handler}, ordered: quiet, callback_timeout: :infinity)
+        assert_receive {:call, call}, 5_000
+        assert {:error, %Error{code: :deadline_exceeded}} = Plugboard.await(run, 50)
+        # The pending call failed (the handler's answer is refused), and the run is over for good.
+        assert {:error, %Error{code: :failed_precondition}} = Plugboard.reply(call, [f32s(Enum.to_list(1..8))])
+        assert {:error, %Error{code: :cancelled}} = Plugboard.await(run, :infinity)
+        ref = run.ref
+        refute_receive {_, ^ref, _}, 300
+        Process.exit(handler, :kill)
+      end
     end
+  end
+
+  test "a donated argument of a launch that fails on a thread is given back, even when its term is gone" do
+    {:ok, c} = Plugboard.open(first_plugin())
+    n = 32_768
+    exe = Plugboard.compile!(c, add_program(:f32, [n]))
+    assert exe.launch == :thread
+    data = f32s(List.duplicate(1.0, n))
+    y = Plugboard.buffer!(c, data, :f32, {n}, copy: true)
+    # Device 3 does not exist: the launch fails on the pool thread, after the NIF call returned.
+    x = Plugboard.buffer!(c, data, :f32, {n}, copy: true)
+    assert {:ok, run} = Plugboard.run_async(exe, [x, y], donate: [0], device: 3)
+    assert {:error, %Error{}} = Plugboard.await(run, 5_000)
+    assert Plugboard.valid?(x)
+    # The same from processes that exit at once: their x is garbage while the launch is still queued
+    # (under ASan a write into the freed resource is reported).
+    for _ <- 1..50 do
+      spawn(fn ->
+        x = Plugboard.buffer!(c, data, :f32, {n}, copy: true)
+        {:ok, _} = Plugboard.run_async(exe, [x, y], donate: [0], device: 3)
+      end)
+    end
+
+    Process.sleep(500)
+    :erlang.garbage_collect()
+    assert Plugboard.valid?(y)
   end
 
   test "100 processes running one executable at once each get their own calls, in order" do
