@@ -112,6 +112,13 @@ defmodule Plugboard.TestSupport do
     """
   end
 
+  @doc """
+  An i64 counter loop whose trip count is an argument, with a multiply-add recurrence XLA cannot
+  fold: XLA's cost model counts the body once, so its CPU client thinks it cheap and would run it
+  inside PJRT_LoadedExecutable_Execute (bench/parked.exs reads the same file).
+  """
+  def counter_loop_program, do: File.read!(Path.expand("counter_loop.mlir", __DIR__))
+
   def f32s(list), do: for(v <- list, into: <<>>, do: <<v::float-32-little>>)
   def to_f32s(bin), do: for(<<v::float-32-little <- bin>>, do: v)
 
