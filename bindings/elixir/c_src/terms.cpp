@@ -201,9 +201,8 @@ Expected<std::vector<int64_t>> get_shape(ErlNifEnv* env, ERL_NIF_TERM term, std:
   if (!enif_get_tuple(env, term, &arity, &items)) return expected_a(what, "a tuple of dimension sizes");
   std::vector<int64_t> dims;
   for (int i = 0; i < arity; ++i) {
-    ErlNifSInt64 d;
-    if (!enif_get_int64(env, items[i], &d) || d < 0)
-      return invalid_argument(std::string(what) + ": dimension " + std::to_string(i) + " must be a non-negative integer");
+    PB_ASSIGN_OR_RETURN(int64_t d, get_int_in(env, items[i], std::string(what) + ": dimension " + std::to_string(i), 0,
+                                              std::numeric_limits<int64_t>::max()));
     dims.push_back(d);
   }
   return dims;

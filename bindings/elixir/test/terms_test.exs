@@ -106,6 +106,10 @@ defmodule Plugboard.TermsTest do
           assert m =~ "plugboard.print"
         end
 
+        assert {:error, %Error{code: :invalid_argument, message: m}} = Plugboard.buffer(c, f32s([1, 2]), :f32, {2 ** 64})
+        assert m =~ "dimension 0" and m =~ "out of range"
+        assert {:error, %Error{code: :out_of_range, message: m}} = Plugboard.buffer(c, f32s([1, 2]), :f32, {2 ** 62, 2 ** 62})
+        assert m =~ "address space"
         assert {:error, %Error{code: :invalid_argument, message: m}} = Plugboard.buffer(c, f32s([1, 2]), :f32, [2])
         assert m =~ "shape"
         assert {:error, %Error{code: :invalid_argument}} = Plugboard.buffer(c, [1, 2], :f32, {2})
