@@ -309,7 +309,14 @@ defmodule Plugboard do
   process that dies fails its pending calls.
   """
   @spec run(Executable.t(), [Buffer.t()], keyword()) :: result([Buffer.t()])
-  def run(exe, args, opts \\ []) do
+  def run(exe, args, opts \\ [])
+
+  # The common call: a program without host callbacks, no options (nothing to check).
+  def run(%Executable{callbacks: []} = exe, args, []) when is_list(args) do
+    with {:ok, run} <- start(exe, args, [], 0, [], nil, %{}, %{}), do: await(run, :infinity)
+  end
+
+  def run(exe, args, opts) do
     with {:ok, timeout} <- Options.timeout(if(Keyword.keyword?(opts), do: opts, else: []), :timeout, :infinity),
          {:ok, run} <- run_async(exe, args, opts),
          do: await(run, timeout)
@@ -326,27 +333,33 @@ defmodule Plugboard do
   @spec run_async(Executable.t(), [Buffer.t()], keyword()) :: result(Run.t())
   def run_async(exe, args, opts \\ [])
 
-  def run_async(%Executable{resource: r} = exe, args, opts) when is_list(args) do
+  def run_async(%Executable{callbacks: []} = exe, args, []) when is_list(args),
+    do: start(exe, args, [], 0, [], nil, %{}, %{})
+
+  def run_async(%Executable{} = exe, args, opts) when is_list(args) do
     with :ok <- Options.known(opts, [:callbacks, :ordered, :donate, :device, :callback_timeout, :timeout], "run"),
          {:ok, _} <- Options.timeout(opts, :timeout, :infinity),
          {:ok, limit} <- Options.timeout(opts, :callback_timeout, 60_000),
          {:ok, device} <- Options.index(opts, :device, 0),
          {:ok, donate} <- donate(opts),
          {:ok, routes, blocking, ordered} <- bindings(exe, opts) do
-      ref = make_ref()
-      limit = if limit == :infinity, do: nil, else: limit
-
-      case Native.execute(r, args, donate, device, routes, limit, self(), ref) do
-        {:started, gate} -> {:ok, %Run{ref: ref, gate: gate, blocking: blocking, ordered: ordered, executable: exe.name}}
-        # Finished inside the call (a small program on CPU): nothing to wait for.
-        {:done, outcome} -> {:ok, %Run{ref: ref, blocking: %{}, ordered: %{}, executable: exe.name, done: outcome}}
-        {:error, _} = error -> error
-      end
+      start(exe, args, donate, device, routes, if(limit == :infinity, do: nil, else: limit), blocking, ordered)
     end
   end
 
   def run_async(exe, args, _opts),
     do: Options.invalid("run: expected a %Plugboard.Executable{} and a list of buffers, got #{inspect(exe, limit: 3)} and #{inspect(args, limit: 3)}")
+
+  defp start(%Executable{resource: r} = exe, args, donate, device, routes, limit, blocking, ordered) do
+    ref = make_ref()
+
+    case Native.execute(r, args, donate, device, routes, limit, self(), ref) do
+      {:started, gate} -> {:ok, %Run{ref: ref, gate: gate, blocking: blocking, ordered: ordered, executable: exe.name}}
+      # Finished inside the call (a small program on CPU): nothing to wait for.
+      {:done, outcome} -> {:ok, %Run{ref: ref, blocking: %{}, ordered: %{}, executable: exe.name, done: outcome}}
+      {:error, _} = error -> error
+    end
+  end
 
   defp donate(opts) do
     case Keyword.get(opts, :donate, []) do
