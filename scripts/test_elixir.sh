@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The Elixir package's tests (bindings/elixir): ExUnit on the three real CPU plugins, then the
+# The Elixir package's tests (bindings/elixir): ExUnit on the three real CPU plugins (on Debian's
+# Elixir, then on Elixir >= 1.17: scripts/elixir_toolchain.sh), then the
 # end-to-end release test (the sample app's compute release built, booted and run here), then Nx on
 # plugboard (bindings/elixir/plugboard_nx, with Nx from PLUGBOARD_HEX_MIRROR).
 # Uses the C++ build in BUILD_DIR (default build/): its install tree becomes the package's native
@@ -35,8 +36,19 @@ if [ $sanitize -eq 1 ]; then
   exit 0
 fi
 
-echo "[elixir] ExUnit (bindings/elixir)"
+echo "[elixir] ExUnit (bindings/elixir) on $(elixir --version | tail -n 1)"
 (cd "$root/bindings/elixir" && MIX_ENV=test mix test)
+
+# The same on a current Elixir (>= 1.17, what current Nx needs): the one on PATH, else one built once
+# from PLUGBOARD_ELIXIR_SRC (scripts/elixir_toolchain.sh). :plugboard supports both.
+. "$root/scripts/elixir_toolchain.sh"
+if modern_bin=$(modern_elixir_bin "$root") && [ "$modern_bin" != "$(dirname "$(command -v elixir)")" ]; then
+  echo "[elixir] ExUnit (bindings/elixir) on $("$modern_bin/elixir" --version | tail -n 1)"
+  (cd "$root/bindings/elixir" && PATH="$modern_bin:$PATH" MIX_ENV=test MIX_HOME="$build/mix-home-modern" \
+     MIX_BUILD_ROOT="$build/elixir-build-modern" mix test)
+else
+  echo "[elixir] SKIPPED ExUnit on a second Elixir (>= 1.17): the one on PATH is it, or none could be had (PLUGBOARD_ELIXIR_SRC)"
+fi
 
 # Nx (for bindings/elixir/plugboard_nx and the sample's Nx job) from Hex, or from the folder of Hex
 # packages PLUGBOARD_HEX_MIRROR names (default: ../shared/vendor/hex beside the repository, where
