@@ -32,7 +32,7 @@ modern_elixir_bin() {
   (
     flock 9
     if [ ! -x "$dest/bin/elixir" ]; then
-      echo "[elixir] building Elixir $version from $src into $dest (once; about 5 minutes)" >&2
+      echo "[elixir] building Elixir $version from $src into $dest (once; about a minute on 2 cores)" >&2
       rm -rf "$dest.tmp"
       cp -r "$src" "$dest.tmp" && chmod -R u+w "$dest.tmp" &&
         make -C "$dest.tmp" compile >"$dest.build.log" 2>&1 && mv "$dest.tmp" "$dest" ||
