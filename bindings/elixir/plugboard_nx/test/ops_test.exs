@@ -48,6 +48,11 @@ defmodule Plugboard.Nx.OpsTest do
         assert_same(c, fn y -> {Nx.argmax(y, axis: 1), Nx.argmax(y, axis: 1, tie_break: :high), Nx.argmin(y), Nx.argmin(y, axis: 0, keep_axis: true)} end, [y])
         assert_same(c, fn x -> {Nx.argmax(x, axis: 1), Nx.argmin(x, axis: 1)} end, [x])
         assert_same(c, fn x -> Nx.argmax(x) end, [Nx.tensor([:nan, 1.0, 2.0])])
+        # The last index of a narrow index type is a real answer, not the scan's "no index yet".
+        on = fn fun, arg -> Nx.to_number(Nx.Defn.jit_apply(fun, [arg], compiler: Plugboard.Nx, client: c)) end
+        assert on.(&Nx.argmax(&1, type: :u8), Nx.iota({256})) == 255
+        assert on.(&Nx.argmax(&1, type: :s8), Nx.iota({128})) == 127
+        assert on.(&Nx.argmin(&1, type: :u16), Nx.negate(Nx.iota({65_536}))) == 65_535
       end
 
       test "window reductions, window_reduce, window_scatter, cumulative sums", %{c: c} do

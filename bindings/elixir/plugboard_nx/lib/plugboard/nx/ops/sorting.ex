@@ -10,6 +10,8 @@ defmodule Plugboard.Nx.Ops.Sorting do
   alias Plugboard.Nx.{Emitter, MLIR, Ops}
   import Emitter, only: [emit: 2, op: 2]
 
+  @scan_index {:s, 64}
+
   def emit(:sort, %T{type: type, shape: shape, data: %Expr{args: [t, opts]}} = out, st) do
     {x, st} = Ops.operand(t, out, st)
     {[v], st} = sort([{x, type}], type, shape, opts[:axis], opts[:direction], st)
@@ -24,7 +26,10 @@ defmodule Plugboard.Nx.Ops.Sorting do
     {idx, st}
   end
 
-  def emit(op, %T{type: itype, shape: out_shape, data: %Expr{args: [t, opts]}}, st) when op in [:argmax, :argmin] do
+  def emit(op, %T{type: out_type, shape: out_shape, data: %Expr{args: [t, opts]}}, st) when op in [:argmax, :argmin] do
+    # The scan runs on s64 indices, whatever the result type: a sentinel in the result type would be a
+    # real index there (u8 over 256 elements: 255), and Nx converts the index to the type at the end.
+    itype = @scan_index
     {x, st} = emit(t, st)
     {shape, axis} = if opts[:axis], do: {t.shape, opts[:axis]}, else: {{Nx.size(t.shape)}, 0}
     {x, st} = Ops.reshape(x, t.type, t.shape, shape, st)
@@ -51,10 +56,11 @@ defmodule Plugboard.Nx.Ops.Sorting do
       Emitter.line(st, ~s|#{r}:2 = "stablehlo.reduce"(#{x}, #{i}, #{v0}, #{i0}) <{dimensions = array<i64: #{axis}>}> (#{region}) : | <>
         "(#{MLIR.tensor(t.type, shape)}, #{MLIR.tensor(itype, shape)}, #{vt}, #{it}) -> (#{MLIR.tensor(t.type, reduced)}, #{MLIR.tensor(itype, reduced)})")
 
-    Ops.reshape("#{r}#1", itype, reduced, out_shape, st)
+    {idx, st} = Ops.reshape("#{r}#1", itype, reduced, out_shape, st)
+    Ops.convert(idx, itype, out_type, out_shape, st)
   end
 
-  # The index that marks the reduction's initial value: the type's largest (no index reaches it).
+  # The index that marks the reduction's initial value: s64's largest (no index reaches it).
   defp sentinel(itype), do: Ops.identity(:highest, itype)
 
   # Whether (va, ia) wins over (vb, ib).
