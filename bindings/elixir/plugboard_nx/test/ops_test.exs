@@ -9,6 +9,18 @@ defmodule Plugboard.Nx.OpsTest do
         %{c: client(unquote(path))}
       end
 
+      test "16-bit float sums round once: exact answers, not the Evaluator's", %{c: c} do
+        run = fn fun, arg -> Nx.to_number(Nx.Defn.jit_apply(fun, [arg], compiler: Plugboard.Nx, client: c)) end
+        # 10,000 x f16(0.1) = 999.7559 exactly: 1000.0 in f16.
+        assert run.(&Nx.sum/1, Nx.broadcast(Nx.tensor(0.1, type: :f16), {10_000})) == 1000.0
+        # Nx.BinaryBackend's bf16 iota(512) holds values that sum to 130,688 exactly; that is 130,560
+        # in bf16, and the mean (sum / 512) 255.0.
+        bf16 = Nx.iota({512}, type: :bf16)
+        assert Enum.sum(Nx.to_list(bf16)) == 130_688
+        assert run.(&Nx.mean/1, bf16) == 255.0
+        assert run.(&Nx.product/1, Nx.tensor([1.5, 1.5, 1.5, 1.5], type: :f16)) == 5.0625
+      end
+
       test "backend_deallocate frees the device memory now; backend_transfer moves", %{c: c} do
         t = Nx.tensor([1.0, 2.0, 3.0], backend: {Plugboard.Nx.Backend, client: c})
         assert Nx.backend_deallocate(t) == :ok
@@ -49,6 +61,15 @@ defmodule Plugboard.Nx.OpsTest do
         assert_same(c, fn x -> {Nx.argmax(x, axis: 1), Nx.argmin(x, axis: 1)} end, [x])
         assert_same(c, fn x -> Nx.argmax(x) end, [Nx.tensor([:nan, 1.0, 2.0])])
         # The last index of a narrow index type is a real answer, not the scan's "no index yet".
+        # A NaN made at run time (it may carry the sign bit) sorts as a constant NaN does; -0.0 and
+        # 0.0 are equal to sort (stable), as in Nx and JAX.
+        run = fn fun, arg -> Nx.Defn.jit_apply(fun, [arg], compiler: Plugboard.Nx, client: c) end
+        sorted = run.(&Nx.sort(Nx.sqrt(&1)), Nx.tensor([-1.0, 2.0, 0.5]))
+        assert match?([a, b, :nan] when is_float(a) and is_float(b), Nx.to_list(sorted))
+        assert Nx.to_list(run.(&Nx.sort(Nx.sqrt(&1), direction: :desc), Nx.tensor([-1.0, 2.0, 0.5]))) |> hd() == :nan
+        signed = Nx.tensor([0.0, -0.0, 0.0, -0.0])
+        assert Nx.to_binary(run.(&Nx.sort/1, signed)) == Nx.to_binary(signed)
+        assert Nx.to_list(run.(&Nx.argsort(&1, direction: :desc), signed)) == [0, 1, 2, 3]
         on = fn fun, arg -> Nx.to_number(Nx.Defn.jit_apply(fun, [arg], compiler: Plugboard.Nx, client: c)) end
         assert on.(&Nx.argmax(&1, type: :u8), Nx.iota({256})) == 255
         assert on.(&Nx.argmax(&1, type: :s8), Nx.iota({128})) == 127

@@ -370,8 +370,12 @@ defmodule Plugboard.Nx.Ops do
   def emit(op, %T{type: type, shape: shape, data: %Expr{args: [a, opts]}}, st) when is_map_key(@reductions, op) do
     {combiner, init} = @reductions[op]
     {x, st} = operand(a, tpl(type, a.shape), st)
-    init = identity(init, type)
-    reduce_with(x, type, a.shape, opts[:axes], shape, combiner, init, st)
+    # Sums and products of 16-bit floats accumulate in f32 and round once at the end (in f16 the sum
+    # of 10,000 x 0.1 was 996.5; correctly rounded it is 1000.0).
+    acc = if op in [:sum, :product] and type in [{:f, 16}, {:bf, 16}], do: {:f, 32}, else: type
+    {x, st} = convert(x, type, acc, a.shape, st)
+    {v, st} = reduce_with(x, acc, a.shape, opts[:axes], shape, combiner, identity(init, acc), st)
+    convert(v, acc, type, shape, st)
   end
 
   def emit(op, %T{type: type, shape: shape, data: %Expr{args: [a, opts]}}, st) when op in [:all, :any] do

@@ -99,6 +99,23 @@ defmodule Plugboard.Nx.Ops.Sorting do
     s.(st, "stablehlo.or #{wins}, #{b_init} : #{i1}")
   end
 
+  # What a float is sorted by: the total order with every NaN made the positive quiet NaN and -0.0 made
+  # 0.0, as JAX does. A NaN computed at run time may carry the sign bit (the total order would put it
+  # before every number), and Nx holds -0.0 and 0.0 equal (a stable sort keeps their order).
+  defp sort_key(x, type, st) do
+    if Nx.Type.float?(type) do
+      t = MLIR.tensor(type, {})
+      {nan?, st} = op(st, "stablehlo.compare NE, #{x}, #{x}, FLOAT : (#{t}, #{t}) -> tensor<i1>")
+      {zero, st} = Ops.splat(0, type, {}, st)
+      {zero?, st} = op(st, "stablehlo.compare EQ, #{x}, #{zero}, FLOAT : (#{t}, #{t}) -> tensor<i1>")
+      {nan, st} = Ops.splat(:nan, type, {}, st)
+      {x, st} = op(st, "stablehlo.select #{zero?}, #{zero}, #{x} : tensor<i1>, #{t}")
+      op(st, "stablehlo.select #{nan?}, #{nan}, #{x} : tensor<i1>, #{t}")
+    else
+      {x, st}
+    end
+  end
+
   # stablehlo.sort of `operands` ({value, type}) along `axis`, ordered by the first one.
   defp sort(operands, key_type, shape, axis, direction, st) do
     {block, st} =
@@ -114,7 +131,9 @@ defmodule Plugboard.Nx.Ops.Sorting do
 
     {region, st} =
       Emitter.region(st, List.flatten(block), fn st ->
-        {c, st} = op(st, "stablehlo.compare #{dir}, #{a}, #{b}, #{cmp} : (#{s}, #{s}) -> tensor<i1>")
+        {ka, st} = sort_key(a, key_type, st)
+        {kb, st} = sort_key(b, key_type, st)
+        {c, st} = op(st, "stablehlo.compare #{dir}, #{ka}, #{kb}, #{cmp} : (#{s}, #{s}) -> tensor<i1>")
         {[c], ["tensor<i1>"], st}
       end)
 
