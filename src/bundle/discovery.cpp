@@ -58,6 +58,19 @@ bool is_regular(const fs::path& p) {
   return fs::is_regular_file(p, ec);
 }
 
+// A plugin file found through PLUGBOARD_PLUGIN_PATH: named after the file ("libpjrt_cpu.so": pjrt_cpu),
+// its platform guessed from the name.
+select::Candidate plugin_path_candidate(const fs::path& file, std::string source) {
+  select::Candidate c;
+  c.name = file.stem().string();
+  if (c.name.starts_with("lib")) c.name.erase(0, 3);
+  c.path = file;
+  c.source = std::move(source);
+  c.origin = "environment";
+  guess_platform(c);
+  return c;
+}
+
 // A PLUGBOARD_PLUGIN_PATH entry that names a file: a candidate when it is a PJRT plugin (an ELF shared
 // library exporting GetPjrtApi, read without loading it); refused with a note otherwise.
 std::optional<select::Candidate> plugin_file_candidate(const fs::path& file, std::vector<std::string>& notes) {
@@ -73,13 +86,7 @@ std::optional<select::Candidate> plugin_file_candidate(const fs::path& file, std
                     "a folder of plugins or a bundle folder");
     return std::nullopt;
   }
-  select::Candidate c;
-  c.name = file.stem().string();
-  if (c.name.starts_with("lib")) c.name.erase(0, 3);
-  c.path = file;
-  c.source = "PLUGBOARD_PLUGIN_PATH " + file.string();
-  c.origin = "environment";
-  return c;
+  return plugin_path_candidate(file, "PLUGBOARD_PLUGIN_PATH " + file.string());
 }
 
 }  // namespace
@@ -101,10 +108,7 @@ std::vector<select::Candidate> candidates_from_plugin_path(const std::string& va
   for (const auto& dir : split(value, ':')) {
     if (!is_folder(dir)) {
       if (is_regular(dir)) {
-        if (auto c = plugin_file_candidate(dir, notes)) {
-          guess_platform(*c);
-          out.push_back(std::move(*c));
-        }
+        if (auto c = plugin_file_candidate(dir, notes)) out.push_back(std::move(*c));
       } else {
         auto there = present(dir);
         notes.push_back(var + (!there ? there.error().message()
@@ -144,16 +148,7 @@ std::vector<select::Candidate> candidates_from_plugin_path(const std::string& va
         out.push_back(std::move(c));
       }
     }
-    for (const auto& p : plugins) {
-      select::Candidate c;
-      c.name = p.stem().string();
-      if (c.name.starts_with("lib")) c.name.erase(0, 3);
-      c.path = p;
-      c.source = "PLUGBOARD_PLUGIN_PATH " + dir;
-      c.origin = "environment";
-      guess_platform(c);
-      out.push_back(std::move(c));
-    }
+    for (const auto& p : plugins) out.push_back(plugin_path_candidate(p, "PLUGBOARD_PLUGIN_PATH " + dir));
   }
   return out;
 }

@@ -6,6 +6,10 @@
 #     the long_schedule events (>= 5 ms) of the process that ran it, count and max ms.
 #
 #   mix run --no-start bench/parked.exs PLUGIN [PARKED]
+# The test support's programs (test/support/test_support.ex; MIX_ENV=prod does not compile it).
+Code.require_file("../test/support/test_support.ex", __DIR__)
+alias Plugboard.TestSupport, as: Support
+
 {plugin, parked} =
   case System.argv() do
     [plugin] -> {plugin, 1000}
@@ -13,22 +17,11 @@
   end
 
 cap_ms = 10_000
-f32s = fn list -> for v <- list, into: <<>>, do: <<v::float-32-little>> end
 median = fn list -> list |> Enum.sort() |> Enum.at(div(length(list), 2)) end
 
 # ms to compile a program never compiled before, or nil past the cap.
 compile_ms = fn client ->
-  k = System.unique_integer([:positive])
-
-  program = """
-  // bench #{k} #{Base.encode16(:crypto.strong_rand_bytes(6))}
-  func.func public @main(%x: tensor<8xf32>) -> tensor<8xf32> {
-    %k = stablehlo.constant dense<#{k}.0> : tensor<8xf32>
-    %0 = stablehlo.multiply %x, %k : tensor<8xf32>
-    %1 = stablehlo.add %0, %x : tensor<8xf32>
-    return %1 : tensor<8xf32>
-  }
-  """
+  program = Support.unique_program("bench")
 
   t0 = System.monotonic_time(:microsecond)
 
@@ -67,7 +60,7 @@ func.func public @main(%x: tensor<4xf32>) -> tensor<4xf32> {
   return %out : tensor<4xf32>
 }
 """, callbacks: ["host_wait"])
-x = Plugboard.buffer!(parked_client, f32s.([1, 2, 3, 4]), :f32, {4})
+x = Plugboard.buffer!(parked_client, Support.f32s([1, 2, 3, 4]), :f32, {4})
 
 _ = compile_ms.(other)
 idle = compile_figure.(other)
@@ -112,8 +105,8 @@ end
 :ok = drain.(drain, refs)
 
 # ---- the 2 s loop under the system monitor
-# The program test/scheduler_test.exs runs (test/support/counter_loop.mlir).
-loop = Plugboard.compile!(other, File.read!(Path.expand("../test/support/counter_loop.mlir", __DIR__)))
+# The program test/scheduler_test.exs runs.
+loop = Plugboard.compile!(other, Support.counter_loop_program())
 i64 = fn v -> Plugboard.buffer!(other, <<v::signed-little-64>>, :i64, {}) end
 seed = i64.(7)
 run_loop = fn n -> Plugboard.run!(loop, [i64.(n), seed]) |> hd() |> Plugboard.to_binary!() end

@@ -333,14 +333,19 @@ defmodule Plugboard.SchedulerTest do
         big = :binary.copy(<<1.0::float-32-little>>, 4 * @mib)
         small = f32s([1, 2, 3, 4])
 
+        # A client with an executable, four 16 MiB buffers and a small one.
+        open_with_objects = fn ->
+          {:ok, c} = Plugboard.open(plugin)
+          exe = Plugboard.compile!(c, add_program(), name: "add")
+          bigs = for _ <- 1..4, do: Plugboard.buffer!(c, big, :f32, {4 * @mib})
+          {c, exe, bigs, Plugboard.buffer!(c, small, :f32, {4})}
+        end
+
         assert_holds_no_scheduler("#{label}: close with live objects; GC of the last client reference", fn ->
           in_worker(fn ->
             # close/1 with buffers and an executable alive (they hold the client and still work);
             # then the worker lets go of them all and its garbage collection destroys the client.
-            {:ok, c} = Plugboard.open(plugin)
-            exe = Plugboard.compile!(c, add_program(), name: "add")
-            bigs = for _ <- 1..4, do: Plugboard.buffer!(c, big, :f32, {4 * @mib})
-            x = Plugboard.buffer!(c, small, :f32, {4})
+            {c, exe, bigs, x} = open_with_objects.()
             [y] = Plugboard.run!(exe, [x, x])
             :ok = Plugboard.close(c)
             [_] = Plugboard.run!(exe, [x, y])
@@ -349,10 +354,7 @@ defmodule Plugboard.SchedulerTest do
 
           in_worker(fn ->
             # The last reference dropped without close/1: the GC destroys the client.
-            {:ok, c} = Plugboard.open(plugin)
-            exe = Plugboard.compile!(c, add_program(), name: "add")
-            bigs = for _ <- 1..4, do: Plugboard.buffer!(c, big, :f32, {4 * @mib})
-            x = Plugboard.buffer!(c, small, :f32, {4})
+            {_c, exe, bigs, x} = open_with_objects.()
             [_] = Plugboard.run!(exe, [x, x])
             length(bigs)
           end)

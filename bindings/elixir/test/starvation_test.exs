@@ -68,24 +68,10 @@ defmodule Plugboard.StarvationTest do
   # ------------------------------------------------------------------------------------------------
   # Measurements
 
-  defp unique_program do
-    k = System.unique_integer([:positive])
-
-    """
-    // starvation #{k} #{Base.encode16(:crypto.strong_rand_bytes(6))}
-    func.func public @main(%x: tensor<8xf32>) -> tensor<8xf32> {
-      %k = stablehlo.constant dense<#{k}.0> : tensor<8xf32>
-      %0 = stablehlo.multiply %x, %k : tensor<8xf32>
-      %1 = stablehlo.add %0, %x : tensor<8xf32>
-      return %1 : tensor<8xf32>
-    }
-    """
-  end
-
   # ms to compile a program never compiled before (no compile cache), or {:stalled, ms} when it did
   # not finish within the cap.
   defp compile_ms(client) do
-    program = unique_program()
+    program = unique_program("starvation")
     t0 = System.monotonic_time(:microsecond)
 
     case Plugboard.compile(client, program, compile_cache: false, timeout: @measure_cap_ms) do

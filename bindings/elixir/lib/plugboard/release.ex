@@ -148,8 +148,9 @@ defmodule Plugboard.Release do
         "Plugboard.Release.embed/1 builds; without it the release does not boot " <>
         "(config :plugboard, bundle_required: false to allow that)\n"
 
-    case File.mkdir_p(Path.dirname(marker)) |> then(fn :ok -> File.write(marker, text); e -> e end) do
-      :ok -> :ok
+    with :ok <- File.mkdir_p(Path.dirname(marker)), :ok <- File.write(marker, text) do
+      :ok
+    else
       {:error, why} -> Mix.raise("plugboard: cannot write #{marker}: #{:file.format_error(why)}")
     end
   end

@@ -115,9 +115,24 @@ defmodule Plugboard.TestSupport do
   @doc """
   An i64 counter loop whose trip count is an argument, with a multiply-add recurrence XLA cannot
   fold: XLA's cost model counts the body once, so its CPU client thinks it cheap and would run it
-  inside PJRT_LoadedExecutable_Execute (bench/parked.exs reads the same file).
+  inside PJRT_LoadedExecutable_Execute (bench/parked.exs runs it too).
   """
   def counter_loop_program, do: File.read!(Path.expand("counter_loop.mlir", __DIR__))
+
+  @doc "A small program never compiled before (a fresh constant and comment): each compile is a real one."
+  def unique_program(tag) do
+    k = System.unique_integer([:positive])
+
+    """
+    // #{tag} #{k} #{System.os_time(:nanosecond)}
+    func.func public @main(%x: tensor<8xf32>) -> tensor<8xf32> {
+      %k = stablehlo.constant dense<#{k}.0> : tensor<8xf32>
+      %0 = stablehlo.multiply %x, %k : tensor<8xf32>
+      %1 = stablehlo.add %0, %x : tensor<8xf32>
+      return %1 : tensor<8xf32>
+    }
+    """
+  end
 
   def f32s(list), do: for(v <- list, into: <<>>, do: <<v::float-32-little>>)
   def to_f32s(bin), do: for(<<v::float-32-little <- bin>>, do: v)

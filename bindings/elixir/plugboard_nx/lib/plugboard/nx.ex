@@ -163,7 +163,10 @@ defmodule Plugboard.Nx do
           nil ->
             opts = Plugboard.Application.boot_options(Application.get_all_env(:plugboard))
 
-            case Plugboard.boot(Keyword.merge(opts, target: to_string(target), targets: nil) |> Enum.reject(&is_nil(elem(&1, 1)))) do
+            # The release's bundle and settings, with this target in place of the configured policy.
+            opts = Keyword.drop(opts, [:target, :targets, :policy_source])
+
+            case Plugboard.boot([{:target, to_string(target)} | opts]) do
               {:ok, client, _report} ->
                 :persistent_term.put({__MODULE__, :target, target}, client)
                 client
