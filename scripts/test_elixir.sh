@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Elixir package's tests (bindings/elixir): ExUnit on the three real CPU plugins (on Debian's
+# The Elixir package's tests (bindings/elixir/plugboard): ExUnit on the three real CPU plugins (on Debian's
 # Elixir, then on Elixir >= 1.17: scripts/elixir_toolchain.sh), then the
 # end-to-end release test (the sample app's compute release built, booted and run here), then Nx on
 # plugboard (bindings/elixir/plugboard_nx, with Nx from PLUGBOARD_HEX_MIRROR).
@@ -29,22 +29,22 @@ export MIX_HOME=${MIX_HOME:-$build/mix-home}
 if [ $sanitize -eq 1 ]; then
   echo "[elixir] ExUnit with the NIF and libplugboard under ASan + UBSan"
   asan=$(gcc -print-file-name=libasan.so)
-  (cd "$root/bindings/elixir" && MIX_ENV=test MIX_BUILD_ROOT="$build/elixir-build" PLUGBOARD_NIF_SANITIZE=ON \
+  (cd "$root/bindings/elixir/plugboard" && MIX_ENV=test MIX_BUILD_ROOT="$build/elixir-build" PLUGBOARD_NIF_SANITIZE=ON \
      LD_PRELOAD="$asan" ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=1" \
      UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" mix test)
   echo "[elixir] no sanitizer report"
   exit 0
 fi
 
-echo "[elixir] ExUnit (bindings/elixir) on $(elixir --version | tail -n 1)"
-(cd "$root/bindings/elixir" && MIX_ENV=test mix test)
+echo "[elixir] ExUnit (bindings/elixir/plugboard) on $(elixir --version | tail -n 1)"
+(cd "$root/bindings/elixir/plugboard" && MIX_ENV=test mix test)
 
 # The same on a current Elixir (>= 1.17, what current Nx needs): the one on PATH, else one built once
 # from PLUGBOARD_ELIXIR_SRC (scripts/elixir_toolchain.sh). :plugboard supports both.
 . "$root/scripts/elixir_toolchain.sh"
 if modern_bin=$(modern_elixir_bin "$root") && [ "$modern_bin" != "$(dirname "$(command -v elixir)")" ]; then
-  echo "[elixir] ExUnit (bindings/elixir) on $("$modern_bin/elixir" --version | tail -n 1)"
-  (cd "$root/bindings/elixir" && PATH="$modern_bin:$PATH" MIX_ENV=test MIX_HOME="$build/mix-home-modern" \
+  echo "[elixir] ExUnit (bindings/elixir/plugboard) on $("$modern_bin/elixir" --version | tail -n 1)"
+  (cd "$root/bindings/elixir/plugboard" && PATH="$modern_bin:$PATH" MIX_ENV=test MIX_HOME="$build/mix-home-modern" \
      MIX_BUILD_ROOT="$build/elixir-build-modern" mix test)
 else
   echo "[elixir] SKIPPED ExUnit on a second Elixir (>= 1.17): the one on PATH is it, or none could be had (PLUGBOARD_ELIXIR_SRC)"

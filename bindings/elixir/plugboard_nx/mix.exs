@@ -26,7 +26,7 @@ defmodule PlugboardNx.MixProject do
   defp elixirc_paths(_), do: ["lib"]
 
   defp deps do
-    [{:plugboard, path: ".."}, nx()]
+    [{:plugboard, path: "../plugboard"}, nx()]
   end
 
   defp nx do

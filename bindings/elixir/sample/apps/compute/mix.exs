@@ -4,7 +4,7 @@ defmodule Compute.MixProject do
   def project do
     [app: :compute, version: "0.1.0", build_path: "../../_build", config_path: "../../config/config.exs",
      deps_path: "../../deps", lockfile: "../../mix.lock", elixir: "~> 1.14",
-     deps: [{:plugboard, path: "../../.."}] ++ nx()]
+     deps: [{:plugboard, path: "../../../plugboard"}] ++ nx()]
   end
 
   # The Nx job (Compute.NxJob) needs Nx: from Hex, or from the folder of Hex packages that

@@ -158,7 +158,7 @@ defmodule Plugboard.RunTest do
   end
 
   test "the conformance case add_f32 gives JAX's output exactly" do
-    dir = Path.expand("../../../tests/conformance/cases/add_f32", __DIR__)
+    dir = Path.expand("../../../../tests/conformance/cases/add_f32", __DIR__)
     {:ok, c} = Plugboard.open(first_plugin())
     [a, b, expected] = Enum.map(["in0.npy", "in1.npy", "out0.npy"], &npy_f32(Path.join(dir, &1)))
     exe = Plugboard.compile!(c, {:file, Path.join(dir, "program.mlirbc")})

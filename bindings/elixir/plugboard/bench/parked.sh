@@ -3,5 +3,5 @@
 # and with 1000 executions parked in unanswered host callbacks, and a 2 s while loop's long_schedule
 # events (count, max ms) in the process that ran it.
 #
-#   bindings/elixir/bench/parked.sh [BUILD_DIR]      (after scripts/setup.sh)
+#   bindings/elixir/plugboard/bench/parked.sh [BUILD_DIR]      (after scripts/setup.sh)
 exec "$(dirname "$0")/each_plugin.sh" parked.exs "$@"

@@ -15,7 +15,7 @@ defmodule Mix.Tasks.Compile.PlugboardNative do
   """
   use Mix.Task.Compiler
 
-  @repository Path.expand("../../..", __DIR__)
+  @repository Path.expand("../../../..", __DIR__)
   @c_src Path.expand("../c_src", __DIR__)
 
   @impl true

@@ -13,8 +13,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-compute=$(cd "$here/../sample/apps/compute" && pwd)
-sample_lock=$(cd "$here/../sample" && pwd)/plugboard.lock
+compute=$(cd "$here/../../sample/apps/compute" && pwd)
+sample_lock=$(cd "$here/../../sample" && pwd)/plugboard.lock
 work=${1:-${TMPDIR:-/tmp}/plugboard-release-bench}
 runs=${RUNS:-5}
 deps=${PLUGBOARD_DEPS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/plugboard/deps}

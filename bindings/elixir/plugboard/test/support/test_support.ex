@@ -21,7 +21,7 @@ defmodule Plugboard.TestSupport do
   def first_plugin, do: cpu_plugins() |> hd() |> elem(1)
 
   def fault_plugin(name) do
-    dir = System.get_env("PLUGBOARD_FAULT_DIR") || Path.expand("../../../../build/tests", __DIR__)
+    dir = System.get_env("PLUGBOARD_FAULT_DIR") || Path.expand("../../../../../build/tests", __DIR__)
     Path.join(dir, "lib#{name}.so")
   end
 
