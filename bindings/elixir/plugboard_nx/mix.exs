@@ -2,8 +2,9 @@
 # it on the target the :plugboard application booted, and an Nx backend (Plugboard.Nx.Backend) whose
 # tensors live in plugboard buffers.
 #
-# Nx comes from Hex (~> 0.7.2) or, where Hex cannot be reached, from a folder of Hex packages as
-# sources: PLUGBOARD_HEX_MIRROR=DIR (DIR/nx, DIR/complex, DIR/telemetry; see the README).
+# Nx comes from Hex (~> 0.13; needs Elixir 1.17 or later) or, where Hex cannot be reached, from a
+# folder of Hex packages as sources: PLUGBOARD_HEX_MIRROR=DIR (DIR/nx with its neighbours complex/
+# and telemetry/, as ../shared/vendor/hex-nx0.13 lays them out; see the README).
 defmodule PlugboardNx.MixProject do
   use Mix.Project
 
@@ -11,7 +12,7 @@ defmodule PlugboardNx.MixProject do
     [
       app: :plugboard_nx,
       version: "0.1.0",
-      elixir: "~> 1.14",
+      elixir: "~> 1.17",
       start_permanent: Mix.env() == :prod,
       elixirc_paths: elixirc_paths(Mix.env()),
       deps: deps()
@@ -32,7 +33,7 @@ defmodule PlugboardNx.MixProject do
   defp nx do
     case System.get_env("PLUGBOARD_HEX_MIRROR") do
       dir when dir in [nil, ""] ->
-        {:nx, "~> 0.7.2"}
+        {:nx, "~> 0.13"}
 
       dir ->
         path = Path.expand("nx", dir)

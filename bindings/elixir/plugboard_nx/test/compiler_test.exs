@@ -141,16 +141,6 @@ defmodule Plugboard.Nx.CompilerTest do
         assert_same(c, &Plugboard.Nx.VectorizedFixtures.vectorized_if/3, args)
       end
 
-      test "Nx.Defn.stream runs the compiled step for each input, keeping the accumulator", %{c: c} do
-        stream = Nx.Defn.stream(&Plugboard.Nx.StreamFixtures.running_sum/2, [Nx.template({2}, :f32), 0.0], compiler: Plugboard.Nx, client: c)
-        for {x, before} <- [{[1.0, 2.0], 0.0}, {[3.0, 4.0], 3.0}] do
-          assert Nx.Stream.send(stream, Nx.tensor(x)) == :ok
-          assert Nx.to_number(Nx.Stream.recv(stream)) == before
-        end
-
-        assert Nx.to_number(Nx.Stream.done(stream)) == 10.0
-      end
-
       test "calls whose containers differ (a map's keys) compile apart (regression)", %{c: c} do
         # The cache was keyed by the flattened tensors only: the second map got the first's keys.
         assert_same(c, &Plugboard.Nx.ScopeFixtures.next_iteration/1, [%{iteration: 0, abc: 1}])

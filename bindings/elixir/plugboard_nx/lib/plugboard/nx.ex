@@ -20,6 +20,7 @@ defmodule Plugboard.Nx do
       transferred to, for code that reads them in Elixir (default: they stay on the device).
   """
   @behaviour Nx.Defn.Compiler
+  import Nx.Defn, only: [deftransform: 2]
   alias Nx.Defn.Composite
   alias Plugboard.Nx.{Backend, Cache, Emitter}
 
@@ -52,11 +53,11 @@ defmodule Plugboard.Nx do
         {expr, output} = devectorized_output(fun.(vars))
         {text, _, used, hooks} = Emitter.to_mlir(Enum.map(params, &Nx.devectorize/1), expr, bound_hooks)
         if opts[:debug], do: IO.puts(text)
-        targets = for {target, _, _, _} <- hooks, do: target
+        targets = Enum.map(hooks, &elem(&1, 1))
         {Plugboard.compile!(client, text, name: name_of(key), callbacks: targets), output, used, hooks}
       end)
 
-    ordered = hook_callbacks(hooks, Keyword.get(opts, :hooks, %{}))
+    {ordered, blocking} = host_callbacks(hooks, Keyword.get(opts, :hooks, %{}))
     output_backend = opts[:output_backend]
 
     fn args_list ->
@@ -64,7 +65,7 @@ defmodule Plugboard.Nx do
         # Only the arguments the program reads are computed (lazy containers) and sent.
         args = args |> Enum.with_index() |> Enum.filter(fn {_, i} -> i in used end) |> Enum.map(&elem(&1, 0))
         buffers = Enum.map(args, &Backend.to_buffer(client, &1.()))
-        outputs = Plugboard.run!(exe, buffers, ordered: ordered)
+        outputs = Plugboard.run!(exe, buffers, ordered: ordered, callbacks: blocking)
 
         {result, []} =
           Composite.traverse(output, outputs, fn template, [buffer | rest] ->
@@ -79,19 +80,29 @@ defmodule Plugboard.Nx do
   defp transfer(tensor, nil), do: tensor
   defp transfer(tensor, backend), do: Nx.backend_transfer(tensor, backend)
 
-  @impl true
-  def __stream__(key, input, acc, vars, fun, [args], opts) do
-    count = Composite.count(input) + Composite.count(acc)
-    rest = Enum.drop(args, count)
-    runner = __compile__(key, vars, fun, opts)
+  @doc """
+  Calls `fun.(tensors, opts)` in the calling process for its side effects, without the program
+  waiting for it: the non-blocking form of `Nx.runtime_call/4`, for calls whose results the program
+  does not need (logging, metrics, progress). Returns `tensor_or_container` unchanged: go on with
+  the returned value, as with `Nx.Defn.Kernel.hook/2` (a cast whose result nothing uses is dropped
+  from the program, as Nx drops such hooks).
 
-    [
-      Nx.Defn.Stream.start_link(input, acc, fn input_params, acc ->
-        acc_params = [acc] |> Composite.flatten_list() |> Enum.map(&fn -> &1 end)
-        [result] = runner.([input_params ++ acc_params ++ rest])
-        result
-      end)
-    ]
+  Inside `defn` it is an ordered host call, in program order with the hooks and runtime calls around
+  it (a `Nx.Defn.Kernel.hook/2` whose function also gets `opts`); the tensors arrive as
+  `Nx.BinaryBackend` tensors. Outside `defn`, `fun` runs at once.
+
+      defn step(x) do
+        y = Plugboard.Nx.runtime_cast(x * 2, [label: "y"], &MyApp.Metrics.record/2)
+        y + 1
+      end
+  """
+  deftransform runtime_cast(tensor_or_container, opts \\ [], fun) when is_function(fun, 2) and is_list(opts) do
+    if Enum.any?(Composite.flatten_list([tensor_or_container]), &match?(%Nx.Tensor{data: %Nx.Defn.Expr{}}, &1)) do
+      Nx.Defn.Kernel.hook(tensor_or_container, fn value -> fun.(value, opts) end)
+    else
+      fun.(tensor_or_container, opts)
+      tensor_or_container
+    end
   end
 
   @doc """
@@ -105,23 +116,41 @@ defmodule Plugboard.Nx do
     text
   end
 
-  # Each hook's ordered call, run in the calling process in program order: the tensors it carries
-  # put back into the hook's container, given to the callback bound by `hooks:` or the expression's.
-  defp hook_callbacks(hooks, bound) do
-    Map.new(hooks, fn {target, name, default, template} ->
-      callback = Map.get(bound, name) || default
+  # The program's host calls, bound for one run: each hook an ordered call run in the calling process
+  # in program order (the tensors it carries put back into the hook's container and given to the
+  # callback bound by `hooks:` or the expression's); each runtime call a blocking call, run in the
+  # calling process too, whose answer the program goes on with.
+  defp host_callbacks(hooks, bound) do
+    Enum.reduce(hooks, {%{}, %{}}, fn
+      {:hook, target, name, default, template}, {ordered, blocking} ->
+        callback = Map.get(bound, name) || default
 
-      {target,
-       fn %Plugboard.OrderedCall{operands: operands} ->
-         {value, []} =
-           Composite.traverse(template, operands, fn t, [host | rest] ->
-             {Backend.from_host(t, host), rest}
-           end)
+        fun = fn %Plugboard.OrderedCall{operands: operands} ->
+          if callback, do: callback.(from_host(template, operands))
+          :ok
+        end
 
-         if callback, do: callback.(value)
-         :ok
-       end}
+        {Map.put(ordered, target, fun), blocking}
+
+      {:runtime_call, target, fun, opts, in_template, out_template}, {ordered, blocking} ->
+        {ordered, Map.put(blocking, target, &runtime_call(&1, fun, opts, in_template, out_template))}
     end)
+  end
+
+  defp runtime_call(operands, fun, opts, in_template, out_template) do
+    result = fun.(from_host(in_template, operands), opts)
+
+    unless Nx.compatible?(out_template, result) do
+      raise ArgumentError,
+            "expected the runtime_call function to match the given output template #{inspect(out_template)}, got: #{inspect(result)}"
+    end
+
+    [result] |> Composite.flatten_list() |> Enum.map(&(&1 |> Nx.devectorize(keep_names: false) |> Nx.to_binary()))
+  end
+
+  defp from_host(template, operands) do
+    {value, []} = Composite.traverse(template, operands, fn t, [host | rest] -> {Backend.from_host(t, host), rest} end)
+    value
   end
 
   # The result's tensors, devectorized for the program, and the templates (vectorized as the result

@@ -66,13 +66,6 @@ defmodule Plugboard.Nx.HookFixtures do
   end
 end
 
-defmodule Plugboard.Nx.StreamFixtures do
-  @moduledoc false
-  import Nx.Defn
-
-  defn running_sum(x, acc), do: {acc, acc + Nx.sum(x)}
-end
-
 defmodule Plugboard.Nx.VectorizedFixtures do
   @moduledoc false
   import Nx.Defn
@@ -131,5 +124,55 @@ defmodule Plugboard.Nx.ScopeFixtures do
 
     b = hook(x * 10, :after, fn t -> send(self(), {:after, t}) end)
     {a, n, b}
+  end
+end
+
+defmodule Plugboard.Nx.RuntimeCallFixtures do
+  @moduledoc false
+  import Nx.Defn
+
+  # y = f(2x) + 1, where f (an Elixir function) multiplies by opts[:k].
+  defn scaled(x) do
+    y = Nx.runtime_call(x, x * 2, [k: 3], &__MODULE__.times_k/2)
+    y + 1
+  end
+
+  def times_k(t, opts), do: Nx.multiply(t, opts[:k])
+
+  # A runtime call between two hooks, on values that do not depend on each other.
+  defn ordered(x) do
+    a = hook(x + 1, :first, fn t -> send(self(), {:first, Nx.to_number(t)}) end)
+    b = Nx.runtime_call(x, x + 2, [], &__MODULE__.report/2)
+    c = hook(x + 3, :last, fn t -> send(self(), {:last, Nx.to_number(t)}) end)
+    {a, b, c}
+  end
+
+  def report(t, _opts) do
+    send(self(), {:runtime_call, Nx.to_number(t)})
+    t
+  end
+
+  # Two results in a container.
+  defn split(x) do
+    out = {Nx.template({2}, :f32), Nx.template({}, :s64)}
+    {a, n} = Nx.runtime_call(out, x, [], &__MODULE__.halves_and_count/2)
+    a * n
+  end
+
+  def halves_and_count(t, _opts), do: {Nx.divide(t, 2) |> Nx.as_type(:f32), Nx.tensor(Nx.size(t), type: :s64)}
+
+  defn via(x, fun_opts), do: Nx.runtime_call(x, x, fun_opts, &__MODULE__.apply_fun/2)
+  def apply_fun(t, opts), do: opts[:fun].(t)
+
+  defn cast(x) do
+    y = Plugboard.Nx.runtime_cast(x * 2, [tag: :cast], &__MODULE__.record/2)
+    y + 1
+  end
+
+  def record(t, opts), do: send(self(), {opts[:tag], self(), Nx.to_flat_list(t)})
+
+  # A hook on a map of tensors.
+  defn hooked_map(x) do
+    hook(%{"kernel" => x, "bias" => x + 1}, fn m -> send(self(), {:map, Nx.to_number(m["bias"])}) end)
   end
 end

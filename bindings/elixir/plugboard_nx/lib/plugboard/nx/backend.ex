@@ -18,11 +18,17 @@ defmodule Plugboard.Nx.Backend do
     {:s, 8} => :i8, {:s, 16} => :i16, {:s, 32} => :i32, {:s, 64} => :i64,
     {:u, 8} => :u8, {:u, 16} => :u16, {:u, 32} => :u32, {:u, 64} => :u64,
     {:f, 16} => :f16, {:bf, 16} => :bf16, {:f, 32} => :f32, {:f, 64} => :f64,
-    {:c, 64} => :c64, {:c, 128} => :c128
+    {:c, 64} => :c64, {:c, 128} => :c128, {:f, 8} => :f8e5m2, {:f8_e4m3fn, 8} => :f8e4m3fn
   }
 
   @doc false
-  def dtype(type), do: Map.fetch!(@dtypes, type)
+  # Nx's sub-byte integers (s2, s4, u2, u4) have no plugboard dtype.
+  def dtype(type) do
+    case @dtypes do
+      %{^type => dtype} -> dtype
+      %{} -> raise ArgumentError, "Plugboard.Nx has no buffers of type #{Nx.Type.to_string(type)} (plugboard's dtypes: #{Enum.map_join(Map.values(@dtypes), ", ", &Atom.to_string/1)})"
+    end
+  end
 
   @doc false
   # A tensor as a buffer of `client`: its own when it already lives there, else a copy of its bytes.
@@ -35,13 +41,14 @@ defmodule Plugboard.Nx.Backend do
   end
 
   @doc false
-  # A host array (a hook's operand) as a tensor of `template`'s type and shape, in Nx's default backend.
+  # A host array (a hook's or a runtime call's operand) as a tensor of `template`'s type and shape, in
+  # Nx.BinaryBackend (what Nx documents runtime_call's function gets from a compiler).
   def from_host(%T{vectorized_axes: [_ | _] = axes} = template, host) do
     template |> Nx.devectorize(keep_names: false) |> from_host(host) |> Nx.vectorize(axes)
   end
 
   def from_host(%T{type: type, shape: shape} = template, %Plugboard.HostTensor{data: data}) do
-    Nx.from_binary(data, type) |> Nx.reshape(shape) |> Nx.rename(template.names)
+    data |> Nx.from_binary(type, backend: Nx.BinaryBackend) |> Nx.reshape(shape) |> Nx.rename(template.names)
   end
 
   @doc false
@@ -187,7 +194,7 @@ defmodule Plugboard.Nx.Backend do
     end
   end
 
-  for op <- [:take, :take_along_axis, :gather] do
+  for op <- [:gather] do
     @impl true
     def unquote(op)(out, a, indices, opts) do
       out = Nx.to_template(out)
@@ -253,35 +260,40 @@ defmodule Plugboard.Nx.Backend do
     jit([List.to_tuple(tensors)], fn tuple -> Nx.Defn.Expr.concatenate(out, Tuple.to_list(tuple), axis) end)
   end
 
-  # Start indices may be tensors: they are traced with the operand, integers are closed over.
+  # Start indices are operands of the program, never constants in it: the integers packed in one s64
+  # vector, the tensors traced with the operand. One program serves every start of a shape (100
+  # starts were 100 compiles of ~70 ms each).
   @impl true
   def slice(out, a, starts, lengths, strides) do
     out = Nx.to_template(out)
-    {dynamic, rebuild} = split_indices(starts)
-    jit([a, dynamic], fn a, d -> Nx.Defn.Expr.slice(out, a, rebuild.(d), lengths, strides) end)
+    {packed, tensors, rebuild} = split_indices(starts)
+    jit([a, packed, tensors], fn a, p, d -> Nx.Defn.Expr.slice(out, a, rebuild.(p, d), lengths, strides) end)
   end
 
   @impl true
   def put_slice(out, a, starts, slice) do
     out = Nx.to_template(out)
-    {dynamic, rebuild} = split_indices(starts)
-    jit([a, dynamic, slice], fn a, d, s -> Nx.Defn.Expr.put_slice(out, a, rebuild.(d), s) end)
+    {packed, tensors, rebuild} = split_indices(starts)
+    jit([a, packed, tensors, slice], fn a, p, d, s -> Nx.Defn.Expr.put_slice(out, a, rebuild.(p, d), s) end)
   end
 
   defp split_indices(starts) do
-    tensors = for %T{} = t <- starts, do: t
+    ints = for i <- starts, is_integer(i), do: i
+    packed = if ints == [], do: {}, else: Nx.tensor(ints, type: :s64, backend: Nx.BinaryBackend)
+    tensors = List.to_tuple(for %T{} = t <- starts, do: t)
+    shape = Enum.map(starts, &is_integer/1)
 
-    rebuild = fn tuple ->
-      {list, []} =
-        Enum.map_reduce(starts, Tuple.to_list(tuple), fn
-          %T{}, [t | rest] -> {t, rest}
-          i, rest -> {i, rest}
+    rebuild = fn packed, tuple ->
+      {list, {_, []}} =
+        Enum.map_reduce(shape, {0, Tuple.to_list(tuple)}, fn
+          true, {i, rest} -> {packed |> Nx.slice([i], [1]) |> Nx.reshape({}), {i + 1, rest}}
+          false, {i, [t | rest]} -> {t, {i, rest}}
         end)
 
       list
     end
 
-    {List.to_tuple(tensors), rebuild}
+    {packed, tensors, rebuild}
   end
 
   @impl true
@@ -297,15 +309,18 @@ defmodule Plugboard.Nx.Backend do
   end
 
   @impl true
-  def map(out, a, opts, fun) do
+  def stack(out, tensors, axis) do
     out = Nx.to_template(out)
-    jit([a], fn a -> Nx.Defn.Expr.map(out, a, opts, fun) end)
+    jit([List.to_tuple(tensors)], fn tuple -> Nx.Defn.Expr.stack(out, Tuple.to_list(tuple), axis) end)
   end
 
+  # A block runs as one program: inside it, Nx.block/4 builds the block's node again, which
+  # Plugboard.Nx.Blocks lowers natively or through Nx's default.
   @impl true
-  def lu({p, l, u}, a, opts) do
-    out = {Nx.to_template(p), Nx.to_template(l), Nx.to_template(u)}
-    jit([a], fn a -> Nx.Defn.Expr.lu(out, a, opts) end)
+  def block(struct, output, args, fun) do
+    {tensors, opts} = Enum.split_while(args, &(not is_list(&1)))
+    output = Nx.to_template(output)
+    jit([List.to_tuple(tensors)], fn tuple -> Nx.block(struct, Tuple.to_list(tuple) ++ opts, output, fun) end)
   end
 
 end

@@ -5,8 +5,9 @@ defmodule Plugboard.Nx.Emitter do
   to read (one operation per line, every value's type written out).
 
   The walk (this module) handles parameters, constants, shared subexpressions (each expression id
-  is emitted once per scope), tuples and control flow (`cond`, `while`, `optional`, region
-  functions); `Plugboard.Nx.Ops` lowers each Nx operation family.
+  is emitted once per scope), tuples and control flow (`cond`, `while`, region
+  functions), blocks (`Plugboard.Nx.Blocks`: native or Nx's default), hooks and runtime calls (host
+  calls in program order); `Plugboard.Nx.Ops` lowers each Nx operation family.
   """
   alias Nx.Defn.{Composite, Expr, Tree}
   alias Nx.Tensor, as: T
@@ -23,8 +24,10 @@ defmodule Plugboard.Nx.Emitter do
   `{text, outputs, used, hooks}` where `outputs` are the flattened output expressions, in result
   order, `used` the indices of the parameters the program reads (the only ones it takes: an
   argument the function does not use is never computed or transferred), and `hooks` the program's
-  hooks as `{target, name, default_callback, template}`: each is an ordered host call (custom-call
-  `target`) made in program order, a token threaded through them. `overridden_hooks` names the hooks
+  host calls, in program order (a token threaded through them): `{:hook, target, name,
+  default_callback, template}`, an ordered call (custom-call `target`) that passes the hook's
+  tensors to its callback, and `{:runtime_call, target, fun, opts, in_template, out_template}`, a
+  blocking call whose answer, `fun.(tensors, opts)`, the program goes on with. `overridden_hooks` names the hooks
   the caller binds (`hooks:` of jit), which run even when the expression gives no callback.
   """
   def to_mlir(params, output, overridden_hooks \\ []) do
@@ -105,69 +108,96 @@ defmodule Plugboard.Nx.Emitter do
     {Enum.at(values, i), st}
   end
 
-  defp emit_op(:optional, %T{data: %Expr{args: [call, default, _fun]}}, st) do
-    # No operation here lowers better than Nx's default: the default expression, over the call's args.
-    %{data: %{args: in_args}} = call
-    {args, _opts} = Enum.split_while(in_args, &(not is_list(&1)))
-    {values, st} = Enum.map_reduce(args, st, &emit/2)
-    saved = st.params
-    st = %{st | params: Map.new(Enum.with_index(values), fn {v, i} -> {i, v} end)}
-    {value, st} = emit_composite(default, st)
-    {value, %{st | params: saved}}
-  end
+  defp emit_op(:block, %T{data: %Expr{args: [struct, in_args, default, _fun]}} = t, st) do
+    {args, opts} = Enum.split_while(in_args, &(not is_list(&1)))
 
-  defp emit_op(:lu, %T{data: %Expr{args: [{p, _l, _u}, a, _opts]}}, st) do
-    # Nx 0.7 gives LU no default: the defn in Plugboard.Nx.LinAlg, built over a parameter standing
-    # for the operand and emitted here with that parameter bound to it.
-    float = Nx.Type.to_floating(a.type)
-    param = Expr.parameter(%T{a | type: float, data: nil}, {:plugboard_lu, make_ref()}, 0)
-    # The defn's expression builder itself (a defn called outside compilation would jit).
-    expr = apply(Plugboard.Nx.LinAlg, :"__defn:lu__", [param, [p_type: p.type]])
-    {x, st} = Ops.operand(a, Ops.tpl(float, a.shape), st)
-    saved = st.params
-    st = %{st | params: %{0 => x}}
-    {values, st} = emit_composite(expr, st)
-    {values, %{st | params: saved}}
+    case Plugboard.Nx.Blocks.lower(struct, t, args, opts, st) do
+      {:native, value, st} ->
+        {value, st}
+
+      :default ->
+        # Nx's default expression, over parameters standing for the block's arguments.
+        {values, st} = Enum.map_reduce(args, st, &emit/2)
+        emit_bound(default, values, st)
+    end
   end
 
   defp emit_op(:cond, %T{data: %Expr{args: [clauses, last]}} = t, st), do: emit_cond(clauses, last, t, st)
   defp emit_op(:while, %T{data: %Expr{args: args}}, st), do: emit_while(args, st)
 
-  defp emit_op(:token, %T{data: %Expr{args: [%Nx.Defn.Token{hooks: hooks}]}}, st) do
-    # A token keeps its hooks newest first: program order is the reverse.
+  # A hook passes its tensors through and, when a callback is bound (in the expression or by the
+  # caller's `hooks:`), calls it with them: an ordered host call, after every hook and runtime call
+  # emitted before it (the token). A token hook (Nx's deprecated hook_token, attached to a result)
+  # calls back with the hooked expression, whose own hooks run whether or not it has a callback.
+  defp emit_op(:hook, %T{data: %Expr{args: [tensor_expr, spec, template, _ref]}}, st) do
+    {values, st} = emit_composite(tensor_expr, st)
+
     st =
-      Enum.reduce(Enum.reverse(hooks), st, fn %{name: name, expr: expr, callback: callback}, st ->
-        cond do
-          callback != nil or MapSet.member?(st.overridden, name) ->
-            {values, st} = emit_composite(expr, st)
-            call_hook(name, callback, expr, List.wrap(values), st)
+      case spec do
+        {:token_hook, hooked, inner} ->
+          {hooked_values, st} = emit_composite(hooked, st)
+          maybe_call_hook(inner, hooked, List.wrap(hooked_values), st)
 
-          Nx.Defn.Tree.has_hooks?(expr, Map.new(st.overridden, &{&1, true})) ->
-            {_values, st} = emit_composite(expr, st)
-            st
+        spec ->
+          maybe_call_hook(spec, tensor_expr, List.wrap(values), st)
+      end
 
-          true ->
-            st
-        end
-      end)
-
-    {[], st}
+    {if(match?(%T{}, template), do: values, else: List.wrap(values)), st}
   end
 
-  defp emit_op(:attach_token, %T{data: %Expr{args: [token, expr]}}, st) do
-    {_, st} = emit(token, st)
-    emit(expr, st)
+  # An Elixir function called from inside the program (Nx.runtime_call/4): a blocking host call that
+  # gives the program its results, in program order with the hooks.
+  defp emit_op(:runtime_call, %T{data: %Expr{args: [tensor_expr, fun, out_template, opts]}}, st) do
+    {values, st} = emit_composite(tensor_expr, st)
+    target = "plugboard.nx.runtime_call.#{length(st.hooks)}"
+    {token, st} = token(st)
+    in_flat = Composite.flatten_list([tensor_expr])
+    out_flat = Composite.flatten_list([out_template])
+    in_types = ["!stablehlo.token" | Enum.map(in_flat, &type_of/1)]
+    out_types = ["!stablehlo.token" | Enum.map(out_flat, &type_of/1)]
+
+    {[next | results], st} =
+      results(st, "stablehlo.custom_call @#{target}(#{Enum.join([token | List.wrap(values)], ", ")}) " <>
+        "{api_version = 4 : i32, has_side_effect = true} : (#{Enum.join(in_types, ", ")}) -> (#{Enum.join(out_types, ", ")})",
+        length(out_types), :tuple)
+
+    in_template = Composite.traverse(tensor_expr, &(&1 |> Nx.devectorize() |> Nx.to_template()))
+    call = {:runtime_call, target, fun, opts, in_template, out_template}
+    st = %{st | token: next, hooks: [call | st.hooks]}
+    {if(match?(%T{}, out_template), do: hd(results), else: results), st}
   end
 
   defp emit_op(op, t, st), do: Ops.emit(op, t, st)
 
-  # A container (a tensor or a tuple of them) as one value or a list of values.
+  @doc false
+  # `expr` (built over parameters 0..n-1) emitted with those parameters bound to `values`.
+  def emit_bound(expr, values, st) do
+    saved = st.params
+    st = %{st | params: Map.new(Enum.with_index(values), fn {v, i} -> {i, v} end)}
+    {value, st} = emit_composite(expr, st)
+    {value, %{st | params: saved}}
+  end
+
+  # A container (a tensor, or a tuple, map or other container of them) as one value or a list of
+  # values (its tensors in Composite order).
   @doc false
   def emit_composite(%T{} = t, st), do: emit(t, st)
 
-  def emit_composite(tuple, st) when is_tuple(tuple) do
-    {values, st} = [tuple] |> Composite.flatten_list() |> Enum.map_reduce(st, &emit/2)
+  def emit_composite(container, st) do
+    {values, st} = [container] |> Composite.flatten_list() |> Enum.map_reduce(st, &emit/2)
     {values, st}
+  end
+
+  defp maybe_call_hook(spec, expr, values, st) do
+    {name, callback} =
+      case spec do
+        {:named, name, callback} -> {name, callback}
+        {:fn, callback} -> {nil, callback}
+      end
+
+    if callback != nil or (name != nil and MapSet.member?(st.overridden, name)),
+      do: call_hook(name, callback, expr, values, st),
+      else: st
   end
 
   # One hook: an ordered host call of the hook's tensors, after the previous one (the token).
@@ -183,7 +213,7 @@ defmodule Plugboard.Nx.Emitter do
     # The hook sees its tensors devectorized (vectorized axes as named leading axes), as under
     # Nx.Defn.Evaluator.
     template = Composite.traverse(expr, &(&1 |> Nx.devectorize() |> Nx.to_template()))
-    %{st | token: next, hooks: [{target, name, callback, template} | st.hooks]}
+    %{st | token: next, hooks: [{:hook, target, name, callback, template} | st.hooks]}
   end
 
   defp token(%{token: nil} = st), do: op(st, "stablehlo.after_all : !stablehlo.token")
@@ -363,7 +393,7 @@ defmodule Plugboard.Nx.Emitter do
   end
 
   defp hook_walk(_, {_, true} = acc), do: acc
-  defp hook_walk(%T{data: %Expr{op: :token}}, {seen, _}), do: {seen, true}
+  defp hook_walk(%T{data: %Expr{op: op}}, {seen, _}) when op in [:hook, :runtime_call], do: {seen, true}
 
   defp hook_walk(%T{data: %Expr{id: id}} = t, {seen, false} = acc) do
     if MapSet.member?(seen, id) do

@@ -1,7 +1,7 @@
 defmodule Plugboard.Nx.LinAlg do
   @moduledoc false
-  # Decompositions that Nx 0.7 leaves to each backend (no defn default), written here as defn and
-  # lowered like any other expression (Plugboard.Nx.Ops, :lu).
+  # Decompositions lowered as defn of our own where Nx's default does not give LAPACK's answer (the
+  # Nx.Block.LinAlg.LU block, Plugboard.Nx.Blocks).
   import Nx.Defn
 
   @doc """
@@ -56,7 +56,7 @@ defmodule Plugboard.Nx.LinAlg do
     {Nx.reshape(p, shape), Nx.reshape(l, shape), Nx.reshape(u, shape)}
   end
 
-  deftransformp matrix_shape(batch_shape, n), do: batch_shape |> Tuple.append(n) |> Tuple.append(n)
+  deftransformp matrix_shape(batch_shape, n), do: List.to_tuple(Tuple.to_list(batch_shape) ++ [n, n])
 
   deftransformp split_shape(a) do
     shape = Nx.shape(a)

@@ -4,6 +4,8 @@ defmodule Plugboard.Nx.MLIR do
   # exact bit patterns (hex), so that NaN, infinities, f16 and bf16 values survive unchanged.
 
   @doc "The MLIR element type of an Nx type (`:pred` is the i1 of comparisons)."
+  def element({:f, 8}), do: "f8E5M2"
+  def element({:f8_e4m3fn, 8}), do: "f8E4M3FN"
   def element({:s, n}), do: "i#{n}"
   def element({:u, n}), do: "ui#{n}"
   def element({:f, n}), do: "f#{n}"

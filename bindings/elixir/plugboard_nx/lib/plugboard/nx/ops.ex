@@ -319,6 +319,18 @@ defmodule Plugboard.Nx.Ops do
     op(st, "stablehlo.concatenate #{Enum.join(values, ", ")}, dim = #{axis} : (#{types}) -> #{type_of(out)}")
   end
 
+  def emit(:stack, %T{type: type, data: %Expr{args: [tensors, axis]}} = out, st) do
+    # Each tensor with a new axis of 1 at `axis`, concatenated along it.
+    {values, st} =
+      Enum.map_reduce(tensors, st, fn t, st ->
+        {v, st} = operand(t, tpl(type, t.shape), st)
+        reshape(v, type, t.shape, Tuple.insert_at(t.shape, axis, 1), st)
+      end)
+
+    types = Enum.map_join(tensors, ", ", &MLIR.tensor(type, Tuple.insert_at(&1.shape, axis, 1)))
+    op(st, "stablehlo.concatenate #{Enum.join(values, ", ")}, dim = #{axis} : (#{types}) -> #{type_of(out)}")
+  end
+
   def emit(:slice, %T{type: type, shape: shape, data: %Expr{args: [a, starts, lengths, strides]}} = out, st) do
     {x, st} = emit(a, st)
 
@@ -399,7 +411,7 @@ defmodule Plugboard.Nx.Ops do
   @indexing [:gather, :take, :take_along_axis, :indexed_add, :indexed_put]
   @sorting [:sort, :argsort, :argmax, :argmin]
   @window [:window_sum, :window_product, :window_max, :window_min, :window_reduce, :window_scatter_max, :window_scatter_min]
-  @misc [:map, :conv, :fft, :ifft, :triangular_solve]
+  @misc [:conv, :fft, :ifft, :triangular_solve]
 
   def emit(op, t, st) when op in @indexing, do: Plugboard.Nx.Ops.Indexing.emit(op, t, st)
   def emit(op, t, st) when op in @sorting, do: Plugboard.Nx.Ops.Sorting.emit(op, t, st)
@@ -460,6 +472,9 @@ defmodule Plugboard.Nx.Ops do
   end
 
   @doc "A reduction's initial value: a number, or :lowest (max's identity) and :highest (min's) of `type`."
+  # f8 E4M3FN has no infinities: its largest finite magnitude is 448.
+  def identity(:lowest, {:f8_e4m3fn, _}), do: -448.0
+  def identity(:highest, {:f8_e4m3fn, _}), do: 448.0
   def identity(:lowest, {k, _}) when k in [:f, :bf], do: :neg_infinity
   def identity(:highest, {k, _}) when k in [:f, :bf], do: :infinity
   def identity(:lowest, {:s, n}), do: -Bitwise.bsl(1, n - 1)

@@ -23,8 +23,8 @@ defmodule Plugboard.Nx.Ops.Indexing do
     offset_dims = Enum.to_list(0..(axis - 1)//1) ++ Enum.to_list((axis + ir)..(r - 2 + ir)//1)
     sizes = t.shape |> put_elem(axis, 1) |> Tuple.to_list()
     {i, st} = emit(indices, st)
-    {i, st} = Ops.reshape(i, indices.type, indices.shape, Tuple.append(indices.shape, 1), st)
-    index = %{indices | shape: Tuple.append(indices.shape, 1)}
+    {i, st} = Ops.reshape(i, indices.type, indices.shape, Tuple.insert_at(indices.shape, tuple_size(indices.shape), 1), st)
+    index = %{indices | shape: Tuple.insert_at(indices.shape, tuple_size(indices.shape), 1)}
     gather_values(t, i, index, out, offset_dims, [axis], [axis], ir, sizes, st)
   end
 
@@ -70,7 +70,7 @@ defmodule Plugboard.Nx.Ops.Indexing do
   # stacked on a new last axis.
   defp full_indices(indices, shape, axis, st) do
     r = tuple_size(shape)
-    one = Tuple.append(shape, 1)
+    one = Tuple.insert_at(shape, tuple_size(shape), 1)
     {i, st} = Ops.operand(indices, Ops.tpl({:s, 64}, shape), st)
 
     {parts, st} =
@@ -79,7 +79,7 @@ defmodule Plugboard.Nx.Ops.Indexing do
         Ops.reshape(v, {:s, 64}, shape, one, st)
       end)
 
-    full_shape = Tuple.append(shape, r)
+    full_shape = Tuple.insert_at(shape, tuple_size(shape), r)
     types = Enum.map_join(parts, ", ", fn _ -> MLIR.tensor({:s, 64}, one) end)
     {v, st} = op(st, "stablehlo.concatenate #{Enum.join(parts, ", ")}, dim = #{r} : (#{types}) -> #{MLIR.tensor({:s, 64}, full_shape)}")
     {v, full_shape, st}

@@ -1,18 +1,11 @@
 defmodule Plugboard.Nx.Ops.Misc do
   @moduledoc false
-  # map (stablehlo.map), conv (stablehlo.convolution), fft/ifft (stablehlo.fft) and
+  # conv (stablehlo.convolution), fft/ifft (stablehlo.fft) and
   # triangular_solve (stablehlo.triangular_solve).
   alias Nx.Defn.Expr
   alias Nx.Tensor, as: T
   alias Plugboard.Nx.{Emitter, MLIR, Ops}
   import Emitter, only: [op: 2, type_of: 1]
-
-  def emit(:map, %T{type: type, shape: shape, data: %Expr{args: [t, _opts, fun]}} = out, st) do
-    {x, st} = Ops.operand(t, Ops.tpl(type, t.shape), st)
-    {region, st} = Emitter.fun_region(fun, st)
-    dims = Enum.to_list(0..(tuple_size(shape) - 1)//1)
-    op(st, ~s|"stablehlo.map"(#{x}) <{dimensions = #{MLIR.array(dims)}}> (#{region}) : (#{MLIR.tensor(type, t.shape)}) -> #{type_of(out)}|)
-  end
 
   def emit(:conv, %T{type: type, data: %Expr{args: [input, kernel, opts]}} = out, st) do
     {x, st} = Ops.operand(input, Ops.tpl(type, input.shape), st)
@@ -41,11 +34,9 @@ defmodule Plugboard.Nx.Ops.Misc do
   end
 
   def emit(op, %T{type: type, data: %Expr{args: [t, opts]}} = out, st) when op in [:fft, :ifft] do
-    {axes, lengths} = {[opts[:axis]], [opts[:length]]}
-
     {x, st} = Ops.operand(t, Ops.tpl(type, t.shape), st)
     kind = if op == :fft, do: "FFT", else: "IFFT"
-    fft(x, type, t.shape, axes, lengths, kind, out, st)
+    fft(x, type, t.shape, [opts[:axis]], [opts[:length]], kind, out, st)
   end
 
   def emit(:triangular_solve, %T{type: type, shape: shape, data: %Expr{args: [a, b, opts]}}, st) do
@@ -55,7 +46,7 @@ defmodule Plugboard.Nx.Ops.Misc do
     # A (batch of) vector right-hand side(s) becomes one-column (or one-row) matrices for XLA, and back.
     matrix =
       if tuple_size(b.shape) == tuple_size(a.shape) - 1,
-        do: if(left, do: Tuple.append(b.shape, 1), else: Tuple.insert_at(b.shape, tuple_size(b.shape) - 1, 1)),
+        do: if(left, do: Tuple.insert_at(b.shape, tuple_size(b.shape), 1), else: Tuple.insert_at(b.shape, tuple_size(b.shape) - 1, 1)),
         else: b.shape
     {y, st} = Ops.reshape(y, type, b.shape, matrix, st)
     transpose = if opts[:transform_a] == :transpose, do: "TRANSPOSE", else: "NO_TRANSPOSE"
@@ -67,20 +58,34 @@ defmodule Plugboard.Nx.Ops.Misc do
     Ops.reshape(v, type, matrix, shape, st)
   end
 
-  # The transform over `axes` (moved last, as stablehlo.fft wants them), each padded with zeros or
-  # cut to its length as Nx does, then moved back.
-  defp fft(x, type, shape, axes, lengths, kind, out, st) do
+  @doc """
+  A discrete Fourier transform of `x` (of `type`, `shape`) over `axes` (moved last, as
+  stablehlo.fft wants them): `kind` one of "FFT", "IFFT", "RFFT", "IRFFT", `lengths` the transform's
+  lengths. Each axis is padded with zeros or cut to what the transform reads (its length, or
+  length / 2 + 1 for IRFFT's complex input) as Nx does, and moved back. The result is `out`.
+  """
+  def fft(x, type, shape, axes, lengths, kind, %T{} = out, st) do
     rank = tuple_size(shape)
-    perm = Enum.reject(0..(rank - 1)//1, &(&1 in axes)) ++ axes
-    {x, moved} = {x, permute(shape, perm)}
-    {x, st} = if perm == Enum.to_list(0..(rank - 1)//1), do: {x, st}, else: transpose(x, type, shape, perm, st)
+    identity = Enum.to_list(0..(rank - 1)//1)
+    perm = Enum.reject(identity, &(&1 in axes)) ++ axes
+    moved = permute(shape, perm)
+    {x, st} = if perm == identity, do: {x, st}, else: transpose(x, type, shape, perm, st)
     k = length(axes)
-    target = Enum.reduce(Enum.with_index(lengths), moved, fn {l, i}, s -> put_elem(s, rank - k + i, l) end)
-    {x, st} = resize(x, type, moved, target, st)
-    t = MLIR.tensor(type, target)
-    {v, st} = op(st, ~s|"stablehlo.fft"(#{x}) <{fft_length = #{MLIR.array(lengths)}, fft_type = #stablehlo<fft_type #{kind}>}> : (#{t}) -> #{t}|)
+    read = if kind == "IRFFT", do: Enum.map(lengths, &(div(&1, 2) + 1)), else: lengths
+    input = put_last(moved, k, read)
+    {x, st} = resize(x, type, moved, input, st)
+    result = put_last(moved, k, Enum.map(axes, &elem(out.shape, &1)))
+    rt = MLIR.tensor(out.type, result)
+    {v, st} =
+      op(st, ~s|"stablehlo.fft"(#{x}) <{fft_length = #{MLIR.array(lengths)}, fft_type = #stablehlo<fft_type #{kind}>}> : | <>
+        "(#{MLIR.tensor(type, input)}) -> #{rt}")
     inverse = perm |> Enum.with_index() |> Enum.sort() |> Enum.map(&elem(&1, 1))
-    if inverse == Enum.to_list(0..(rank - 1)//1), do: {v, st}, else: transpose(v, type, target, inverse, st, out)
+    if inverse == identity, do: {v, st}, else: transpose(v, out.type, result, inverse, st, out)
+  end
+
+  defp put_last(shape, k, values) do
+    rank = tuple_size(shape)
+    Enum.reduce(Enum.with_index(values), shape, fn {l, i}, s -> put_elem(s, rank - k + i, l) end)
   end
 
   defp permute(shape, perm), do: perm |> Enum.map(&elem(shape, &1)) |> List.to_tuple()

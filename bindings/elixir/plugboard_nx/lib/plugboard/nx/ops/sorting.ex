@@ -3,8 +3,9 @@ defmodule Plugboard.Nx.Ops.Sorting do
   # sort, argsort (stablehlo.sort, stable), argmax and argmin (a reduction over values and indices).
   #
   # Order and NaN as Nx.BinaryBackend defines them: sort puts NaN after every number ascending and
-  # before every number descending (a total order); argmax/argmin scan in order, keep the first
-  # extreme (tie_break: :low) or the last (:high), never move to a NaN, and stay on a NaN found first.
+  # before every number descending (a total order); argmax/argmin keep the first extreme (tie_break:
+  # :low) or the last (:high), and a NaN is the extreme of both (Nx 0.13; among several NaNs the
+  # tie-break picks, as JAX picks the first, where Nx.BinaryBackend takes the last).
   alias Nx.Defn.Expr
   alias Nx.Tensor, as: T
   alias Plugboard.Nx.{Emitter, MLIR, Ops}
@@ -63,7 +64,9 @@ defmodule Plugboard.Nx.Ops.Sorting do
   # The index that marks the reduction's initial value: s64's largest (no index reaches it).
   defp sentinel(itype), do: Ops.identity(:highest, itype)
 
-  # Whether (va, ia) wins over (vb, ib).
+  # Whether (va, ia) wins over (vb, ib): a NaN beats every number (Nx 0.13's argmax and argmin both
+  # land on a NaN, as JAX's do); between equal numbers, and between NaNs, the earlier index (tie_break
+  # :low) or the later (:high). The initial value (index `none`) loses to everything.
   defp prefer_first(op, tie_break, {va, ia}, {vb, ib}, vtype, itype, st) do
     s = fn st, text -> op(st, text) end
     i1 = "tensor<i1>"
@@ -72,29 +75,23 @@ defmodule Plugboard.Nx.Ops.Sorting do
     cmp = MLIR.comparison(vtype)
     better = if op == :argmax, do: "GT", else: "LT"
     icmp = MLIR.comparison(itype)
-    {zero, st} = Ops.splat(0, itype, {}, st)
     {none, st} = Ops.splat(sentinel(itype), itype, {}, st)
     {b_init, st} = s.(st, "stablehlo.compare EQ, #{ib}, #{none}, #{icmp} : (#{it}, #{it}) -> #{i1}")
     {a_valid, st} = s.(st, "stablehlo.compare NE, #{ia}, #{none}, #{icmp} : (#{it}, #{it}) -> #{i1}")
     {nan_a, st} = s.(st, "stablehlo.compare NE, #{va}, #{va}, #{cmp} : (#{vt}, #{vt}) -> #{i1}")
     {nan_b, st} = s.(st, "stablehlo.compare NE, #{vb}, #{vb}, #{cmp} : (#{vt}, #{vt}) -> #{i1}")
-    {a_first, st} = s.(st, "stablehlo.compare EQ, #{ia}, #{zero}, #{icmp} : (#{it}, #{it}) -> #{i1}")
-    {b_first, st} = s.(st, "stablehlo.compare EQ, #{ib}, #{zero}, #{icmp} : (#{it}, #{it}) -> #{i1}")
-    {a_sticky, st} = s.(st, "stablehlo.and #{nan_a}, #{a_first} : #{i1}")
-    {b_sticky, st} = s.(st, "stablehlo.and #{nan_b}, #{b_first} : #{i1}")
     {gt, st} = s.(st, "stablehlo.compare #{better}, #{va}, #{vb}, #{cmp} : (#{vt}, #{vt}) -> #{i1}")
     {eq, st} = s.(st, "stablehlo.compare EQ, #{va}, #{vb}, #{cmp} : (#{vt}, #{vt}) -> #{i1}")
     order = if tie_break == :low, do: "LT", else: "GT"
     {earlier, st} = s.(st, "stablehlo.compare #{order}, #{ia}, #{ib}, #{icmp} : (#{it}, #{it}) -> #{i1}")
+    # Two numbers: the better, or the earlier of equal ones (a comparison with a NaN is false).
     {tie, st} = s.(st, "stablehlo.and #{eq}, #{earlier} : #{i1}")
-    {wins, st} = s.(st, "stablehlo.or #{gt}, #{tie} : #{i1}")
-    # A number beats any NaN that is not first; a first NaN beats everything.
-    {wins, st} = s.(st, "stablehlo.or #{wins}, #{nan_b} : #{i1}")
-    {not_nan_a, st} = s.(st, "stablehlo.not #{nan_a} : #{i1}")
-    {wins, st} = s.(st, "stablehlo.and #{wins}, #{not_nan_a} : #{i1}")
-    {not_b_sticky, st} = s.(st, "stablehlo.not #{b_sticky} : #{i1}")
-    {wins, st} = s.(st, "stablehlo.and #{wins}, #{not_b_sticky} : #{i1}")
-    {wins, st} = s.(st, "stablehlo.or #{wins}, #{a_sticky} : #{i1}")
+    {number_wins, st} = s.(st, "stablehlo.or #{gt}, #{tie} : #{i1}")
+    # A NaN: over a number always, over a NaN when earlier.
+    {not_nan_b, st} = s.(st, "stablehlo.not #{nan_b} : #{i1}")
+    {over, st} = s.(st, "stablehlo.or #{not_nan_b}, #{earlier} : #{i1}")
+    {nan_wins, st} = s.(st, "stablehlo.and #{nan_a}, #{over} : #{i1}")
+    {wins, st} = s.(st, "stablehlo.or #{nan_wins}, #{number_wins} : #{i1}")
     {wins, st} = s.(st, "stablehlo.and #{wins}, #{a_valid} : #{i1}")
     s.(st, "stablehlo.or #{wins}, #{b_init} : #{i1}")
   end
