@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The Elixir package's tests (bindings/elixir/plugboard): ExUnit on the three real CPU plugins (on Debian's
-# Elixir, then on Elixir >= 1.17: scripts/elixir_toolchain.sh), then the
-# end-to-end release test (the sample app's compute release built, booted and run here), then Nx on
-# plugboard (bindings/elixir/plugboard_nx, with Nx from PLUGBOARD_HEX_MIRROR).
+# The Elixir packages' tests: :plugboard's ExUnit on the three real CPU plugins (bindings/elixir/plugboard,
+# on Debian's Elixir, then on Elixir >= 1.17: scripts/elixir_toolchain.sh), then the end-to-end
+# release test (the sample app's compute release built, booted and run here, with its Nx job when
+# Nx can be had), then Nx on plugboard (bindings/elixir/plugboard_nx: its tests and Nx's own suite, on
+# Elixir >= 1.17 with Nx 0.13 from PLUGBOARD_HEX_MIRROR or Hex).
 # Uses the C++ build in BUILD_DIR (default build/): its install tree becomes the package's native
 # library (PLUGBOARD_PREFIX), its fault plugins the tests' (PLUGBOARD_FAULT_DIR).
 #
@@ -40,35 +41,43 @@ echo "[elixir] ExUnit (bindings/elixir/plugboard) on $(elixir --version | tail -
 (cd "$root/bindings/elixir/plugboard" && MIX_ENV=test mix test)
 
 # The same on a current Elixir (>= 1.17, what current Nx needs): the one on PATH, else one built once
-# from PLUGBOARD_ELIXIR_SRC (scripts/elixir_toolchain.sh). :plugboard supports both.
+# from PLUGBOARD_ELIXIR_SRC (scripts/elixir_toolchain.sh). :plugboard supports both; the release test
+# and Nx on plugboard run on it.
 . "$root/scripts/elixir_toolchain.sh"
-if modern_bin=$(modern_elixir_bin "$root") && [ "$modern_bin" != "$(dirname "$(command -v elixir)")" ]; then
-  echo "[elixir] ExUnit (bindings/elixir/plugboard) on $("$modern_bin/elixir" --version | tail -n 1)"
-  (cd "$root/bindings/elixir/plugboard" && PATH="$modern_bin:$PATH" MIX_ENV=test MIX_HOME="$build/mix-home-modern" \
-     MIX_BUILD_ROOT="$build/elixir-build-modern" mix test)
+modern_bin=
+if modern_bin=$(modern_elixir_bin "$root"); then
+  if [ "$modern_bin" != "$(dirname "$(command -v elixir)")" ]; then
+    echo "[elixir] ExUnit (bindings/elixir/plugboard) on $("$modern_bin/elixir" --version | tail -n 1)"
+    (cd "$root/bindings/elixir/plugboard" && PATH="$modern_bin:$PATH" MIX_ENV=test MIX_HOME="$build/mix-home-modern" \
+       MIX_BUILD_ROOT="$build/elixir-build-modern" mix test)
+  fi
 else
-  echo "[elixir] SKIPPED ExUnit on a second Elixir (>= 1.17): the one on PATH is it, or none could be had (PLUGBOARD_ELIXIR_SRC)"
+  modern_bin=
+  echo "[elixir] SKIPPED ExUnit on Elixir >= 1.17, the release test's Nx job and Nx on plugboard: no Elixir >= 1.17 on PATH and none could be built (set PLUGBOARD_ELIXIR_SRC to Elixir's sources)"
 fi
 
 # Nx (for bindings/elixir/plugboard_nx and the sample's Nx job) from Hex, or from the folder of Hex
-# packages PLUGBOARD_HEX_MIRROR names (default: ../shared/vendor/hex beside the repository, where
-# this workplace keeps one).
+# packages PLUGBOARD_HEX_MIRROR names (default: ../shared/vendor/hex-nx0.13 beside the repository,
+# where this workplace keeps one). Nx 0.13 needs the Elixir above.
 mirror=${PLUGBOARD_HEX_MIRROR:-}
-[ -z "$mirror" ] && [ -d "$root/../shared/vendor/hex/nx" ] && mirror=$(cd "$root/../shared/vendor/hex" && pwd)
-[ -n "$mirror" ] && export PLUGBOARD_HEX_MIRROR="$mirror"
+[ -z "$mirror" ] && [ -d "$root/../shared/vendor/hex-nx0.13/nx" ] && mirror=$(cd "$root/../shared/vendor/hex-nx0.13" && pwd)
+[ -z "$modern_bin" ] && mirror=
+if [ -n "$mirror" ]; then export PLUGBOARD_HEX_MIRROR="$mirror"; else unset PLUGBOARD_HEX_MIRROR; fi
+with_nx_elixir() { if [ -n "$modern_bin" ]; then PATH="$modern_bin:$PATH" MIX_HOME="$build/mix-home-modern" "$@"; else "$@"; fi; }
 
 if [ -x "$root/tests/elixir_release_test.sh" ]; then
-  echo "[elixir] the sample app's compute release, end to end"
+  echo "[elixir] the sample app's compute release, end to end (on $(with_nx_elixir elixir --version | tail -n 1))"
   export PLUGBOARD_FAULT_PLUGIN="$build/tests/libfault_init_error.so"
-  "$root/tests/elixir_release_test.sh" "$build/elixir-release-test"
+  with_nx_elixir "$root/tests/elixir_release_test.sh" "$build/elixir-release-test"
 fi
 
 if [ -n "$mirror" ]; then
+  nx_build="$build/elixir-build-nx"
   echo "[elixir] Nx on plugboard (bindings/elixir/plugboard_nx; Nx from $mirror)"
-  (cd "$root/bindings/elixir/plugboard_nx" && PLUGBOARD_HEX_MIRROR="$mirror" MIX_ENV=test mix test)
-  echo "[elixir] Nx 0.7.2's own suite with Plugboard.Nx as the default compiler"
-  (cd "$root/bindings/elixir/plugboard_nx" && PLUGBOARD_HEX_MIRROR="$mirror" test/nx_suite/run.sh --timeout 60000)
+  (cd "$root/bindings/elixir/plugboard_nx" && with_nx_elixir env MIX_ENV=test MIX_BUILD_ROOT="$nx_build" mix test)
+  echo "[elixir] Nx's own suite with Plugboard.Nx as the default compiler"
+  (cd "$root/bindings/elixir/plugboard_nx" && with_nx_elixir env MIX_BUILD_ROOT="$nx_build" test/nx_suite/run.sh --timeout 60000)
 else
-  echo "[elixir] SKIPPED bindings/elixir/plugboard_nx: no Hex mirror (set PLUGBOARD_HEX_MIRROR to a folder holding nx/, complex/ and telemetry/)"
+  echo "[elixir] SKIPPED bindings/elixir/plugboard_nx: no Hex mirror (set PLUGBOARD_HEX_MIRROR to a folder holding nx/, complex/ and telemetry/, such as ../shared/vendor/hex-nx0.13) or no Elixir >= 1.17 (PLUGBOARD_ELIXIR_SRC)"
 fi
 echo "[elixir] all tests passed"

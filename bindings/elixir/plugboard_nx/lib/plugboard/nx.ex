@@ -11,11 +11,15 @@ defmodule Plugboard.Nx do
   `Plugboard.run/3`; results are `Plugboard.Nx.Backend` tensors that stay on the device.
 
   Options:
-    * `client:` — a `%Plugboard.Client{}` to run on (default: the client the `:plugboard`
-      application booted, `Plugboard.client/0`);
+    * `client:` — a `%Plugboard.Client{}` to run on, or the name of one configured under
+      `config :plugboard_nx, :clients` (below; default: `config :plugboard_nx, :default_client`,
+      else the client the `:plugboard` application booted, `Plugboard.client/0`);
     * `target:` — a target name of the booted bundle to boot and use instead;
+    * `device_id:` — the device of the client to run on (default 0; the program is then compiled
+      portable, and arguments on another device are copied to it);
     * `debug: true` — print the MLIR module when it is compiled;
-    * `max_concurrency:` — partitions `Nx.Serving` runs at once on the client (default 1);
+    * `max_concurrency:` — `Nx.Serving` partitions sharing one device (default: one partition per
+      device of the client, each with its `device_id:`, as EXLA's);
     * `output_backend:` — a backend (`Nx.BinaryBackend`, or `{module, options}`) the results are
       transferred to, for code that reads them in Elixir (default: they stay on the device).
   """
@@ -25,11 +29,18 @@ defmodule Plugboard.Nx do
   alias Plugboard.Nx.{Backend, Cache, Emitter}
 
   @impl true
-  # Nx.Serving runs one partition per entry, each in its own process. Executions on one client run
-  # concurrently (each on its own thread outside the schedulers), so `max_concurrency:` partitions
-  # share the client, as they share the host with Nx.Defn.Evaluator.
+  # Nx.Serving runs one partition per entry, each in its own process: one per device of the client
+  # (each with its `device_id:`, as EXLA does), or `max_concurrency:` of them sharing the device the
+  # options name (executions on one client run concurrently, each on its own thread).
   def __partitions_options__(opts) do
-    List.duplicate(opts, Keyword.get(opts, :max_concurrency, 1))
+    case Keyword.fetch(opts, :max_concurrency) do
+      {:ok, n} ->
+        List.duplicate(opts, n)
+
+      :error ->
+        {:ok, devices} = Plugboard.devices(client!(opts))
+        for i <- 0..(max(length(devices), 1) - 1), do: Keyword.put(opts, :device_id, i)
+    end
   end
 
   @impl true
@@ -46,7 +57,9 @@ defmodule Plugboard.Nx do
     # names and vectorized axes: two calls share a program only when all of them agree.
     templates = Enum.map(vars, &Composite.traverse(&1, fn t -> {t.type, t.shape, t.names, t.vectorized_axes} end))
     bound_hooks = opts |> Keyword.get(:hooks, %{}) |> Map.keys() |> Enum.sort()
-    cache_key = {client.resource, key, templates, bound_hooks, Keyword.take(opts, [:debug])}
+    # A program for a chosen device is compiled portable (runs on any device of the client).
+    device = opts[:device_id]
+    cache_key = {client.resource, key, templates, bound_hooks, device != nil, Keyword.take(opts, [:debug])}
 
     {exe, output, used, hooks} =
       Cache.get_or_compile(cache_key, fn ->
@@ -54,7 +67,8 @@ defmodule Plugboard.Nx do
         {text, _, used, hooks} = Emitter.to_mlir(Enum.map(params, &Nx.devectorize/1), expr, bound_hooks)
         if opts[:debug], do: IO.puts(text)
         targets = Enum.map(hooks, &elem(&1, 1))
-        {Plugboard.compile!(client, text, name: name_of(key), callbacks: targets), output, used, hooks}
+        exe = Plugboard.compile!(client, text, name: name_of(key), callbacks: targets, portable: device != nil)
+        {exe, output, used, hooks}
       end)
 
     {ordered, blocking} = host_callbacks(hooks, Keyword.get(opts, :hooks, %{}))
@@ -64,8 +78,8 @@ defmodule Plugboard.Nx do
       for args <- args_list do
         # Only the arguments the program reads are computed (lazy containers) and sent.
         args = args |> Enum.with_index() |> Enum.filter(fn {_, i} -> i in used end) |> Enum.map(&elem(&1, 0))
-        buffers = Enum.map(args, &Backend.to_buffer(client, &1.()))
-        outputs = Plugboard.run!(exe, buffers, ordered: ordered, callbacks: blocking)
+        buffers = Enum.map(args, &Backend.to_buffer(client, &1.(), device || 0))
+        outputs = Plugboard.run!(exe, buffers, ordered: ordered, callbacks: blocking, device: device || 0)
 
         {result, []} =
           Composite.traverse(output, outputs, fn template, [buffer | rest] ->
@@ -179,37 +193,99 @@ defmodule Plugboard.Nx do
   def put_default_client(%Plugboard.Client{} = client), do: :persistent_term.put({__MODULE__, :default}, client)
 
   @doc false
+  # The client `opts` name: `client:` (a %Plugboard.Client{} or the name of one configured under
+  # `config :plugboard_nx, :clients`), `target:`, `config :plugboard_nx, :default_client`, the default
+  # client put by put_default_client/1, or the one the :plugboard application booted.
   def client!(opts) do
     cond do
-      client = opts[:client] ->
-        client
+      match?(%Plugboard.Client{}, opts[:client]) ->
+        opts[:client]
 
-      client = opts[:target] == nil && :persistent_term.get({__MODULE__, :default}, nil) ->
-        client
+      name = opts[:client] ->
+        named_client!(name)
 
       target = opts[:target] ->
-        case :persistent_term.get({__MODULE__, :target, target}, nil) do
-          nil ->
-            opts = Plugboard.Application.boot_options(Application.get_all_env(:plugboard))
+        started({:target, target}, fn -> boot_target(target) end)
 
-            # The release's bundle and settings, with this target in place of the configured policy.
-            opts = Keyword.drop(opts, [:target, :targets, :policy_source])
+      client = :persistent_term.get({__MODULE__, :default}, nil) ->
+        client
 
-            case Plugboard.boot([{:target, to_string(target)} | opts]) do
-              {:ok, client, _report} ->
-                :persistent_term.put({__MODULE__, :target, target}, client)
-                client
-
-              {:error, error, _report} ->
-                raise ArgumentError, "Plugboard.Nx: target #{target} cannot start: #{Exception.message(error)}"
-            end
-
-          client ->
-            client
-        end
+      name = Application.get_env(:plugboard_nx, :default_client) ->
+        named_client!(name)
 
       true ->
         Plugboard.client!()
+    end
+  end
+
+  # A client started once per VM, whoever asks first (the others wait for it).
+  defp started(key, start) do
+    case :persistent_term.get({__MODULE__, key}, nil) do
+      nil ->
+        :global.trans({{__MODULE__, key}, self()}, fn ->
+          case :persistent_term.get({__MODULE__, key}, nil) do
+            nil ->
+              client = start.()
+              :persistent_term.put({__MODULE__, key}, client)
+              client
+
+            client ->
+              client
+          end
+        end, [node()])
+
+      client ->
+        client
+    end
+  end
+
+  defp boot_target(target) do
+    opts = Plugboard.Application.boot_options(Application.get_all_env(:plugboard))
+    # The release's bundle and settings, with this target in place of the configured policy.
+    opts = Keyword.drop(opts, [:target, :targets, :policy_source])
+
+    case Plugboard.boot([{:target, to_string(target)} | opts]) do
+      {:ok, client, _report} -> client
+      {:error, error, _report} -> raise ArgumentError, "Plugboard.Nx: target #{target} cannot start: #{Exception.message(error)}"
+    end
+  end
+
+  # `config :plugboard_nx, :clients, name: [target: "cuda13"]` (a target of the booted bundle, with
+  # the bundle's create options) or `name: [plugin: "/path/plugin.so", create_options: [{"k", v}]]`.
+  defp named_client!(name) when is_atom(name) do
+    config = Application.get_env(:plugboard_nx, :clients, [])
+
+    case Keyword.fetch(config, name) do
+      {:ok, client_opts} ->
+        started({:client, name}, fn -> start_named(name, client_opts) end)
+
+      :error ->
+        raise ArgumentError,
+              "Plugboard.Nx: no client named #{inspect(name)} in config :plugboard_nx, :clients (configured: #{inspect(Keyword.keys(config))})"
+    end
+  end
+
+  defp named_client!(other),
+    do: raise(ArgumentError, "Plugboard.Nx: client: expects a %Plugboard.Client{} or a configured name (an atom), got #{inspect(other)}")
+
+  defp start_named(name, client_opts) do
+    {known, unknown} = Keyword.split(client_opts, [:target, :plugin, :create_options])
+    bad = fn message -> raise ArgumentError, "Plugboard.Nx: client #{inspect(name)}: #{message} (config :plugboard_nx, :clients)" end
+
+    cond do
+      unknown != [] -> bad.("unknown option(s) #{inspect(Keyword.keys(unknown))}; known: :target, :plugin, :create_options")
+      known[:target] && known[:plugin] -> bad.("give target: or plugin:, not both")
+      known[:target] && known[:create_options] -> bad.("create_options: go with plugin:; a target takes its bundle's")
+      known[:target] -> boot_target(known[:target])
+      is_binary(known[:plugin]) -> open_plugin(name, known[:plugin], Keyword.get(known, :create_options, []))
+      true -> bad.("needs target: or plugin:, got #{inspect(client_opts)}")
+    end
+  end
+
+  defp open_plugin(name, plugin, create_options) do
+    case Plugboard.open(plugin, create_options) do
+      {:ok, client} -> client
+      {:error, error} -> raise ArgumentError, "Plugboard.Nx: client #{inspect(name)} (#{plugin}) cannot start: #{Exception.message(error)}"
     end
   end
 end

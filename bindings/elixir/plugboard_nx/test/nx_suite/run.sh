@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Nx 0.7.2's own test suite with Plugboard.Nx as the global default compiler: the vendored nx/ (and
+# Nx's own test suite (Nx 0.13) with Plugboard.Nx as the global default compiler: the vendored nx/ (and
 # its complex/ and telemetry/) copied to a temporary folder, its test helper extended to load
 # plugboard and plugboard_nx (built here, MIX_ENV=test) and to set the compiler, then its mix test.
 #
@@ -21,7 +21,7 @@ cp -r "$mirror/nx" "$mirror/complex" "$mirror/telemetry" "$work/"
 chmod -R u+w "$work"
 
 (cd "$here" && MIX_ENV=test mix compile > /dev/null)
-ebins=$(ls -d "$here"/_build/test/lib/{plugboard,plugboard_nx}/ebin)
+ebins=$(ls -d "${MIX_BUILD_ROOT:-$here/_build}"/test/lib/{plugboard,plugboard_nx}/ebin)
 {
   echo '# Added by plugboard_nx/test/nx_suite/run.sh: every defn runs through Plugboard.Nx.'
   for e in $ebins; do echo "Code.prepend_path(\"$e\")"; done

@@ -7,10 +7,13 @@ defmodule Compute.MixProject do
      deps: [{:plugboard, path: "../../../plugboard"}] ++ nx()]
   end
 
-  # The Nx job (Compute.NxJob) needs Nx: from Hex, or from the folder of Hex packages that
-  # PLUGBOARD_HEX_MIRROR names. Without either the release is built without it.
+  # The Nx job (Compute.NxJob) needs Nx 0.13 (so Elixir 1.17 or later): from Hex, or from the folder
+  # of Hex packages that PLUGBOARD_HEX_MIRROR names. Without them the release is built without it.
   defp nx do
     cond do
+      not Version.match?(System.version(), ">= 1.17.0") ->
+        []
+
       System.get_env("PLUGBOARD_HEX_MIRROR") not in [nil, ""] or Code.ensure_loaded?(Hex) ->
         [{:plugboard_nx, path: "../../../plugboard_nx"}]
 

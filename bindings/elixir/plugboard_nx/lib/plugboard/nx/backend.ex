@@ -6,8 +6,11 @@ defmodule Plugboard.Nx.Backend do
       Nx.tensor([1, 2, 3]) |> Nx.multiply(2) |> Nx.sum()
 
   Each eager operation runs a small program, compiled once per operation, types and shapes by
-  `Plugboard.Nx` and cached. `backend_transfer`/`backend_copy`/`to_binary`/`inspect` read the buffer.
-  Option: `client:` (default: the booted client, `Plugboard.client/0`).
+  `Plugboard.Nx` and cached (slice and put_slice starts are operands: one program serves every
+  start). `backend_transfer`/`backend_copy`/`to_binary`/`inspect` read the buffer.
+  Options: `client:` (a `%Plugboard.Client{}` or a configured name, as `Plugboard.Nx`'s; default:
+  the booted client, `Plugboard.client/0`), `device_id:` (default 0; an operation runs on the device
+  of its first operand).
   """
   @behaviour Nx.Backend
   alias Nx.Tensor, as: T
@@ -31,13 +34,17 @@ defmodule Plugboard.Nx.Backend do
   end
 
   @doc false
-  # A tensor as a buffer of `client`: its own when it already lives there, else a copy of its bytes.
-  def to_buffer(client, %T{data: %__MODULE__{buffer: buffer, client: %{resource: r}}}) when r == client.resource,
-    do: buffer
+  # A tensor as a buffer of `client` on `device`: its own when it already lives there, else a copy of
+  # its bytes.
+  def to_buffer(client, t, device \\ 0)
 
-  def to_buffer(client, %T{} = t) do
+  def to_buffer(client, %T{data: %__MODULE__{buffer: %{device: device} = buffer, client: %{resource: r}}}, device)
+      when r == client.resource,
+      do: buffer
+
+  def to_buffer(client, %T{} = t, device) do
     t = Nx.devectorize(t, keep_names: false)
-    Plugboard.buffer!(client, Nx.to_binary(t), dtype(t.type), t.shape)
+    Plugboard.buffer!(client, Nx.to_binary(t), dtype(t.type), t.shape, device: device)
   end
 
   @doc false
@@ -58,7 +65,7 @@ defmodule Plugboard.Nx.Backend do
 
   @impl true
   def init(opts) do
-    Keyword.validate!(opts, [:client])
+    Keyword.validate!(opts, [:client, :device_id])
   end
 
   defp client(opts), do: Plugboard.Nx.client!(opts)
@@ -66,7 +73,8 @@ defmodule Plugboard.Nx.Backend do
   @impl true
   def from_binary(%T{type: type, shape: shape} = out, binary, opts) do
     client = client(opts)
-    %{out | data: %__MODULE__{buffer: Plugboard.buffer!(client, binary, dtype(type), shape), client: client}}
+    buffer = Plugboard.buffer!(client, binary, dtype(type), shape, device: Keyword.get(opts, :device_id, 0))
+    %{out | data: %__MODULE__{buffer: buffer, client: client}}
   end
 
   @impl true
@@ -129,15 +137,30 @@ defmodule Plugboard.Nx.Backend do
 
   ## Operations: each one a jitted program over Nx.Defn.Expr
 
+  # The program runs where its first device tensor lives (client and device).
   defp jit(args, fun) do
-    Nx.Defn.jit_apply(fun, args, compiler: Plugboard.Nx, client: client_of(args))
+    opts =
+      case placement(args) do
+        nil -> [client: Plugboard.Nx.client!([])]
+        {client, 0} -> [client: client]
+        {client, device} -> [client: client, device_id: device]
+      end
+
+    Nx.Defn.jit_apply(fun, args, [compiler: Plugboard.Nx] ++ opts)
   end
 
   defp client_of(args) do
+    case placement(args) do
+      {client, _} -> client
+      nil -> Plugboard.Nx.client!([])
+    end
+  end
+
+  defp placement(args) do
     Enum.find_value(List.flatten(Enum.map(args, &flat/1)), fn
-      %T{data: %__MODULE__{client: client}} -> client
+      %T{data: %__MODULE__{client: client, buffer: buffer}} -> {client, buffer.device}
       _ -> nil
-    end) || Plugboard.Nx.client!([])
+    end)
   end
 
   defp flat(tuple) when is_tuple(tuple), do: Tuple.to_list(tuple)
