@@ -461,6 +461,33 @@ TEST_P(FacadeTest, ImmutableAdoptedMemoryRefusesDonationAndMutableMemoryAllowsIt
   EXPECT_EQ(std::vector<float>(immutable->v, immutable->v + 4), (std::vector<float>{1, 2, 3, 4}));
 }
 
+TEST_P(FacadeTest, ABuffersDevicePointerViewedAsABufferReadsItsBytes) {
+  const std::vector<float> data = {1, 2, 3, 4};
+  auto source = client_->copy_to_device(bytes_of(data), DType::kF32, kDims4);
+  ASSERT_TRUE(source) << source.error().to_string();
+  auto address = source->device_pointer();
+  ASSERT_TRUE(address) << address.error().to_string();
+  std::atomic<int> released{0};
+  {
+    auto view = client_->view_of_device_memory(*address, DType::kF32, kDims4, 0, [&] { ++released; });
+    ASSERT_TRUE(view) << view.error().to_string();
+    EXPECT_FALSE(view->donatable());
+    EXPECT_EQ(floats(*view), data);
+    Executable exe = compile(kAdd);
+    Buffer* args[] = {&*view, &*source};
+    auto run = exe.execute(args);
+    ASSERT_TRUE(run) << run.error().to_string();
+    ASSERT_TRUE(run->await());
+    EXPECT_EQ(floats(run->outputs()[0]), (std::vector<float>{2, 4, 6, 8}));
+    EXPECT_EQ(released.load(), 0);
+  }
+  EXPECT_EQ(released.load(), 1);
+  Buffer empty;
+  auto none = empty.device_pointer();
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().code(), Code::kFailedPrecondition);
+}
+
 TEST_P(FacadeTest, APortableProgramRunsOnAChosenDevice) {
   auto opened = Client::open(GetParam().path, {{"cpu_device_count", int64_t{4}}});
   ASSERT_TRUE(opened) << opened.error().to_string();

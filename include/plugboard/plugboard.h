@@ -235,8 +235,15 @@ class Buffer {
   PLUGBOARD_API std::span<const int64_t> dims() const noexcept;
   PLUGBOARD_API size_t byte_size() const noexcept;
   PLUGBOARD_API int device() const noexcept;  // index into Client::devices()
-  // False for a view of immutable host memory.
+  // False for a view of immutable host memory, and for a view of device memory
+  // (Client::view_of_device_memory).
   PLUGBOARD_API bool donatable() const noexcept;
+  // The platform-dependent address of the buffer's memory on its device (on CPU, a host address),
+  // for handing the memory to another framework without a copy. The address is valid only while
+  // this buffer lives and is not donated: whoever uses it must keep the buffer alive meanwhile. The
+  // plugin may wait for the contents to be computed first. UNIMPLEMENTED, naming the plugin and
+  // PJRT_Buffer_UnsafePointer, when the plugin does not provide it.
+  PLUGBOARD_API Expected<uintptr_t> device_pointer() const noexcept;
 
   // Copies the contents into `dst` (exactly byte_size() bytes), waiting for them.
   PLUGBOARD_API Status to_host(std::span<std::byte> dst) const noexcept;
@@ -372,6 +379,19 @@ class Client {
   PLUGBOARD_API Expected<Buffer> adopt(std::span<const std::byte> data, std::shared_ptr<const void> owner,
                                        HostMemory memory, DType dtype, std::span<const int64_t> dims,
                                        int device = 0) const noexcept;
+
+  // A buffer over device memory this library does not own, without a copy: `address` on device
+  // `device` (as Buffer::device_pointer or another framework gives it; on CPU, a host address) holds
+  // a row-major array of `dtype` and `dims`. Lifetime: the view does NOT own the memory and keeps
+  // nothing alive; the owner must keep the memory valid for as long as the view, or any output an
+  // execution made aliasing it, lives. `on_release`, when given, runs exactly once: once the plugin
+  // is done with the memory (on whichever thread drops the last use; it must not block or throw), or
+  // before this returns an error. A view is never donatable. The plugin may refuse an address
+  // (XLA's CPU client refuses a misaligned one); UNIMPLEMENTED, naming the plugin and
+  // PJRT_Client_CreateViewOfDeviceBuffer, when the plugin does not provide it. A wrong address is
+  // undefined behaviour: nothing can check it.
+  PLUGBOARD_API Expected<Buffer> view_of_device_memory(uintptr_t address, DType dtype, std::span<const int64_t> dims,
+                                                       int device = 0, std::function<void()> on_release = {}) const noexcept;
 
   // Registers a receiver's names as custom-call targets on this plugin: before compiling programs
   // that call them. The first use runs the plugin's host-callback self-test.

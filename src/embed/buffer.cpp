@@ -45,6 +45,13 @@ Expected<std::vector<std::byte>> Buffer::to_host() const noexcept {
   });
 }
 
+Expected<uintptr_t> Buffer::device_pointer() const noexcept {
+  return no_throw("reading a buffer's device address", [&]() -> Expected<uintptr_t> {
+    PB_RETURN_IF_ERROR(require_valid(*this));
+    return impl_->buffer.device_pointer();
+  });
+}
+
 Status Buffer::to_host_async(std::span<std::byte> dst, std::function<void(Status)> done) const noexcept {
   return no_throw("copying to the host", [&]() -> Status {
     PB_RETURN_IF_ERROR(require_valid(*this));

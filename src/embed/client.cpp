@@ -131,6 +131,15 @@ Expected<Buffer> Client::adopt(std::span<const std::byte> data, std::shared_ptr<
   });
 }
 
+Expected<Buffer> Client::view_of_device_memory(uintptr_t address, DType dtype, std::span<const int64_t> dims, int device,
+                                               std::function<void()> on_release) const noexcept {
+  return no_throw("making a view of device memory", [&]() -> Expected<Buffer> {
+    PB_ASSIGN_OR_RETURN(plugboard::Buffer b,
+                        impl_->client->view_of_device_memory(address, dtype, dims, device, std::move(on_release)));
+    return wrap_buffer(std::move(b));
+  });
+}
+
 Status Client::declare_callbacks(const HostCallbacks& callbacks) const noexcept {
   return plugboard::declare_callbacks(*impl_->client, *callbacks.impl()->receiver);
 }

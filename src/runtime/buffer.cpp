@@ -8,7 +8,7 @@ namespace plugboard {
 
 Buffer::Buffer(Buffer&& other) noexcept
     : client_(std::move(other.client_)), handle_(other.handle_), dtype_(other.dtype_),
-      dims_(std::move(other.dims_)), device_index_(other.device_index_), donatable_(other.donatable_) {
+      dims_(std::move(other.dims_)), device_index_(other.device_index_), view_(other.view_) {
   other.handle_ = nullptr;
 }
 
@@ -20,7 +20,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     dtype_ = other.dtype_;
     dims_ = std::move(other.dims_);
     device_index_ = other.device_index_;
-    donatable_ = other.donatable_;
+    view_ = other.view_;
     other.handle_ = nullptr;
   }
   return *this;
@@ -42,7 +42,7 @@ void Buffer::rebind(const std::shared_ptr<const Client>& client, PJRT_Buffer* ha
   handle_ = handle;
   dtype_ = dtype;
   device_index_ = device_index;
-  donatable_ = true;
+  view_ = BufferView::kNone;
 }
 
 // A buffer's dims were checked when it was made (Client::check_array for transfers, the output check in

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <vector>
@@ -17,6 +18,13 @@
 namespace plugboard {
 
 class Client;
+
+// Memory a buffer uses without owning it, which an execution must never take by donation.
+enum class BufferView {
+  kNone,           // the buffer's own memory (or memory given up to it): donatable
+  kImmutableHost,  // immutable host memory, zero-copy (Client::buffer_from_host_adopt, kImmutable)
+  kForeignDevice,  // device memory someone else owns (Client::view_of_device_memory)
+};
 
 class Buffer {
  public:
@@ -35,9 +43,10 @@ class Buffer {
   size_t byte_size() const;
   // Index of its device in client().devices().
   int device_index() const { return device_index_; }
-  // False for a buffer over immutable host memory (Client::buffer_from_host_adopt with
-  // HostMemory::kImmutable): an execution refuses to take it by donation.
-  bool donatable() const { return donatable_; }
+  // False for a view of memory the buffer does not own (see BufferView): an execution refuses to
+  // take it by donation.
+  bool donatable() const { return view_ == BufferView::kNone; }
+  BufferView view() const { return view_; }
   const std::shared_ptr<const Client>& client() const { return client_; }
 
   // Completes when the buffer's contents are computed or transferred.
@@ -48,6 +57,12 @@ class Buffer {
   Expected<Event> to_host_async(std::span<std::byte> dst) const;
   // Convenience: a fresh vector with the contents.
   Expected<std::vector<std::byte>> to_host() const noexcept;
+
+  // The platform-dependent address of the buffer's memory on its device (PJRT_Buffer_UnsafePointer;
+  // on CPU a host address). Valid only while this buffer lives and is not donated; the plugin may
+  // first wait for the contents to be defined. UNIMPLEMENTED, naming the plugin, when its table does
+  // not reach the function. (device_address.cpp)
+  Expected<uintptr_t> device_pointer() const noexcept;
 
   PJRT_Buffer* raw() const { return handle_; }
   // "f32[4,8]"
@@ -70,7 +85,7 @@ class Buffer {
   DType dtype_ = DType::kInvalid;
   Dims dims_;
   int device_index_ = 0;
-  bool donatable_ = true;
+  BufferView view_ = BufferView::kNone;
 };
 
 }  // namespace plugboard

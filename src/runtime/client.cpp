@@ -179,7 +179,7 @@ Expected<Buffer> Client::buffer_from_host_adopt(std::span<const std::byte> data,
     Event done;
     PB_ASSIGN_OR_RETURN(Buffer buffer, transfer(data, dtype, dims, device_index, semantics, done));
     // A copy made from immutable memory may be donated: only a view of it may not.
-    buffer.donatable_ = !(immutable && zero_copy);
+    if (immutable && zero_copy) buffer.view_ = BufferView::kImmutableHost;
     // The memory must live until the plugin says it is done with it: for zero-copy, that is when the
     // last user of the device buffer (this one, or an output aliasing it) is gone.
     if (!done.empty()) {

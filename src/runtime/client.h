@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -93,6 +95,17 @@ class Client : public std::enable_shared_from_this<Client> {
   // Elsewhere it is buffer_from_host. `data` may be reused at once.
   Expected<Buffer> buffer_from_host_pooled(std::span<const std::byte> data, DType dtype, std::span<const int64_t> dims,
                                            int device_index = 0) const noexcept;
+  // A buffer over device memory that someone else owns (PJRT_Client_CreateViewOfDeviceBuffer):
+  // `address` as Buffer::device_pointer gives it (on CPU, a host address), holding a row-major
+  // array of `dtype` and `dims` on device `device_index`. Nothing is copied, and the view does not
+  // own the memory: its owner must keep it alive, unchanged where the view is read, for as long as
+  // the view (or an output that aliases it) lives. The view is never donatable. `on_release`, when
+  // given, runs exactly once: on the thread that lets go of the plugin's last use of the memory, or
+  // before this returns an error; it must not throw or block. The plugin may refuse an address
+  // (XLA's CPU client wants it aligned). UNIMPLEMENTED, naming the plugin, when its table does not
+  // reach the function. (device_address.cpp)
+  Expected<Buffer> view_of_device_memory(uintptr_t address, DType dtype, std::span<const int64_t> dims,
+                                         int device_index = 0, std::function<void()> on_release = {}) const noexcept;
   // The pool behind buffer_from_host_pooled (its figures: HostBlockPool::stats).
   const HostBlockPool& host_pool() const { return *host_pool_; }
 

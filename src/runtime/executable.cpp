@@ -248,11 +248,15 @@ Status Executable::check_args(std::span<Buffer* const> args, const ExecuteOption
     if (d < 0 || static_cast<size_t>(d) >= args.size())
       return invalid_argument("donated argument index " + std::to_string(d) + " out of range: " + name_ + " has " +
                               std::to_string(args.size()) + " argument(s)");
-    if (!args[static_cast<size_t>(d)]->donatable())
+    if (args[static_cast<size_t>(d)]->view() == BufferView::kImmutableHost)
       return invalid_argument("argument " + std::to_string(d) + " of " + name_ +
                               " cannot be donated: it is a view of immutable host memory (adopted with "
                               "HostMemory::kImmutable), which the execution must not write; copy it to the device "
                               "instead, or adopt memory the caller lets the device overwrite");
+    if (!args[static_cast<size_t>(d)]->donatable())
+      return invalid_argument("argument " + std::to_string(d) + " of " + name_ +
+                              " cannot be donated: it is a view of device memory it does not own "
+                              "(Client::view_of_device_memory), which only its owner may give up");
     if (std::count(options.donate.begin(), options.donate.end(), d) > 1)
       return invalid_argument("argument " + std::to_string(d) + " is listed twice in donate");
     for (size_t j = 0; j < args.size(); ++j)
