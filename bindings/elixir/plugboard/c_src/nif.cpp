@@ -2,11 +2,13 @@
 // and loading. Calls on normal schedulers return well under a millisecond: whatever could take
 // longer goes elsewhere. Selection and plugin loading run on dirty I/O schedulers; copies of more
 // than a MiB (buffers from and to binaries, host-callback answers) reschedule themselves onto a dirty
-// CPU scheduler; compilation, executions that may run long, and client teardown run on plugboard's
+// CPU scheduler, as does reading a buffer's device address (the plugin may wait for the contents
+// first); compilation, executions that may run long, and client teardown run on plugboard's
 // own threads (work_pool.h) and answer by message.
 #include <erl_nif.h>
 
 #include <cstring>
+#include <cstdint>
 
 #include "nif_functions.h"
 #include "resources.h"
@@ -16,12 +18,15 @@ namespace {
 
 // What the library's resource objects look like. A new library takes over the objects an old one made
 // only when they are laid out alike: raise this whenever a resource struct (resources.h) changes.
-constexpr int kResourceLayout = 2;
+// 3: ClientResource's id and watchers, BufferResource's origin; the identity carries the client-id
+// counter.
+constexpr int kResourceLayout = 3;
 struct LibraryIdentity {
   const char* name;
   int resource_layout;
+  ClientIdCounter* client_ids;  // the VM's one counter: the first library's, passed on at each upgrade
 };
-LibraryIdentity identity{"plugboard_nif", kResourceLayout};
+LibraryIdentity identity{"plugboard_nif", kResourceLayout, nullptr};
 
 bool same_layout(void* old_priv) {
   auto* old = static_cast<const LibraryIdentity*>(old_priv);
@@ -29,6 +34,7 @@ bool same_layout(void* old_priv) {
 }
 
 int load(ErlNifEnv* env, void** priv, ERL_NIF_TERM) {
+  identity.client_ids = client_ids_in_use();
   *priv = &identity;
   return open_resource_types(env, ERL_NIF_RT_CREATE) ? 0 : 1;
 }
@@ -39,6 +45,9 @@ int load(ErlNifEnv* env, void** priv, ERL_NIF_TERM) {
 // linked -z nodelete: its threads never outlive their code.
 int upgrade(ErlNifEnv* env, void** priv, void** old_priv, ERL_NIF_TERM) {
   if (!old_priv || !same_layout(*old_priv)) return 1;
+  // Ids go on from the old library's counter (it stays mapped: -z nodelete), never starting over.
+  use_client_ids(static_cast<const LibraryIdentity*>(*old_priv)->client_ids);
+  identity.client_ids = client_ids_in_use();
   *priv = &identity;
   return open_resource_types(env, static_cast<ErlNifResourceFlags>(ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER)) ? 0 : 1;
 }
@@ -50,12 +59,16 @@ ErlNifFunc functions[] = {
     {"open", 2, nif_open, ERL_NIF_DIRTY_JOB_IO_BOUND},
     {"client_info", 1, nif_client_info, 0},
     {"client_close", 1, nif_client_close, 0},
+    {"client_id", 1, nif_client_id, 0},
+    {"client_notify_when_dropped", 3, nif_client_notify_when_dropped, 0},
     {"resource_counts", 0, nif_resource_counts, 0},
     {"compile", 6, nif_compile, 0},
     {"buffer_from_binary", 6, nif_buffer_from_binary, 0},
     {"buffer_to_binary", 3, nif_buffer_to_binary, 0},
     {"buffer_valid", 1, nif_buffer_valid, 0},
     {"buffer_free", 1, nif_buffer_free, 0},
+    {"buffer_device_pointer", 1, nif_buffer_device_pointer, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"buffer_from_pointer", 5, nif_buffer_from_pointer, 0},
     {"execute", 8, nif_execute, 0},
     {"cancel", 1, nif_cancel, 0},
     {"cancelled?", 1, nif_cancelled, 0},

@@ -5,6 +5,9 @@
 // donatable). buffer_to_binary/3 starts the device→host copy into a fresh binary and returns
 // {:started, gate}; the binary arrives as {:plugboard_binary, ref, {:ok, binary} | {:error, e}}.
 // Copies over kDirtyCopyBytes run on a dirty scheduler. buffer_free/1 lets go of the device memory.
+// buffer_device_pointer/1 gives a buffer's device address (on a dirty CPU scheduler: the plugin may
+// wait for the contents first); buffer_from_pointer/5 views device memory at an address without a
+// copy or any ownership (never donatable).
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -16,12 +19,12 @@
 
 namespace plugboard::nif {
 
-ERL_NIF_TERM make_buffer_term(ErlNifEnv* env, api::Buffer buffer, std::shared_ptr<const api::Client> client, bool adopted_binary) {
+ERL_NIF_TERM make_buffer_term(ErlNifEnv* env, api::Buffer buffer, std::shared_ptr<const api::Client> client, BufferOrigin origin) {
   ERL_NIF_TERM dtype = make_dtype(env, buffer.dtype());
   ERL_NIF_TERM shape = make_shape(env, buffer.dims());
   ERL_NIF_TERM device = enif_make_int(env, buffer.device());
   ERL_NIF_TERM resource =
-      make_resource<BufferResource>(env, std::make_shared<api::Buffer>(std::move(buffer)), std::move(client), adopted_binary);
+      make_resource<BufferResource>(env, std::make_shared<api::Buffer>(std::move(buffer)), std::move(client), origin);
   return make_struct(env, "Elixir.Plugboard.Buffer",
                      {{"resource", resource}, {"dtype", dtype}, {"shape", shape}, {"device", device}});
 }
@@ -74,7 +77,7 @@ PB_NIF(nif_buffer_from_binary) {
       return (*client)->adopt(bytes, std::move(kept), api::HostMemory::kImmutable, *dtype, *dims, static_cast<int>(*device));
     }();
     if (!buffer) return make_error(env, buffer.error());
-    return make_ok(env, make_buffer_term(env, std::move(*buffer), *client, adopt));
+    return make_ok(env, make_buffer_term(env, std::move(*buffer), *client, adopt ? BufferOrigin::kBinaryView : BufferOrigin::kOwned));
   });
 }
 
@@ -151,6 +154,44 @@ PB_NIF(nif_buffer_free) {
     auto* b = get_resource<BufferResource>(env, argv[0]);
     if (!b) return make_error(env, Code::kInvalidArgument, "not a plugboard buffer");
     return make_status(env, b->free());
+  });
+}
+
+// buffer_device_pointer(buffer) -> {:ok, address} | {:error, e} (dirty CPU)
+PB_NIF(nif_buffer_device_pointer) {
+  (void)argc;
+  return guarded(env, "reading a buffer's device address", [&] {
+    auto* b = get_resource<BufferResource>(env, argv[0]);
+    if (!b) return make_error(env, Code::kInvalidArgument, "not a plugboard buffer");
+    auto buffer = b->use("reading the device address");
+    if (!buffer) return make_error(env, buffer.error());
+    auto address = (*buffer)->device_pointer();
+    if (!address) return make_error(env, address.error());
+    return make_ok(env, enif_make_uint64(env, *address));
+  });
+}
+
+// buffer_from_pointer(client, address, dtype, shape, device) -> {:ok, %Plugboard.Buffer{}} | {:error, e}
+PB_NIF(nif_buffer_from_pointer) {
+  (void)argc;
+  return guarded(env, "making a buffer from a device address", [&] {
+    auto client = get_client(env, argv[0]);
+    if (!client) return make_error(env, client.error());
+    auto address = get_uint64(env, argv[1], "address");
+    if (!address) return make_error(env, address.error());
+    auto dtype = get_dtype(env, argv[2], "dtype");
+    if (!dtype) return make_error(env, dtype.error());
+    auto dims = get_shape(env, argv[3], "shape");
+    if (!dims) return make_error(env, dims.error());
+    auto device = get_int_in(env, argv[4], "device", 0, std::numeric_limits<int>::max());
+    if (!device) return make_error(env, device.error());
+    if constexpr (sizeof(uintptr_t) < sizeof(uint64_t)) {
+      if (*address > std::numeric_limits<uintptr_t>::max())
+        return make_error(env, Code::kInvalidArgument, "address is out of range for this machine's pointers");
+    }
+    auto view = (*client)->view_of_device_memory(static_cast<uintptr_t>(*address), *dtype, *dims, static_cast<int>(*device));
+    if (!view) return make_error(env, view.error());
+    return make_ok(env, make_buffer_term(env, std::move(*view), *client, BufferOrigin::kPointerView));
   });
 }
 

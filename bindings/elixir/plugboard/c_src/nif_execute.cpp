@@ -131,10 +131,14 @@ Expected<Arguments> take_arguments(ErlNifEnv* env, ERL_NIF_TERM list, const std:
     auto* resource = get_resource<BufferResource>(env, term);
     if (!resource) return refuse(Error(Code::kInvalidArgument, what + " is not a plugboard buffer"));
     const bool donated = std::find(donate.begin(), donate.end(), i) != donate.end();
-    if (donated && !resource->donatable)
+    if (donated && resource->origin == BufferOrigin::kBinaryView)
       return refuse(Error(Code::kFailedPrecondition,
                           what + " is a view of an immutable Erlang binary (Plugboard.buffer/5 adopts binaries over 64 bytes): "
                                  "it cannot be donated; make it with copy: true to donate it"));
+    if (donated && !resource->donatable())
+      return refuse(Error(Code::kFailedPrecondition,
+                          what + " is a view of device memory it does not own (Plugboard.buffer_from_pointer/5): "
+                                 "it cannot be donated"));
     std::shared_ptr<api::Buffer> buffer;
     {
       std::lock_guard lock(resource->mutex);

@@ -8,6 +8,7 @@
 #include <new>
 
 #include "plugboard/plugboard.h"
+#include "resources.h"
 #include "terms.h"
 
 namespace plugboard::nif {
@@ -34,6 +35,8 @@ PB_NIF(nif_boot);
 PB_NIF(nif_open);
 PB_NIF(nif_client_info);
 PB_NIF(nif_client_close);
+PB_NIF(nif_client_id);
+PB_NIF(nif_client_notify_when_dropped);
 PB_NIF(nif_resource_counts);
 // nif_compile.cpp
 PB_NIF(nif_compile);
@@ -42,6 +45,8 @@ PB_NIF(nif_buffer_from_binary);
 PB_NIF(nif_buffer_to_binary);
 PB_NIF(nif_buffer_valid);
 PB_NIF(nif_buffer_free);
+PB_NIF(nif_buffer_device_pointer);
+PB_NIF(nif_buffer_from_pointer);
 // nif_execute.cpp
 PB_NIF(nif_execute);
 PB_NIF(nif_cancel);
@@ -51,8 +56,8 @@ PB_NIF(nif_reply);
 PB_NIF(nif_fail_call);
 
 // A %Plugboard.Buffer{} for a buffer the term will own; `client` is the guarded client it was made on
-// (resources.h), `adopted_binary` when its memory is an Erlang binary's.
+// (resources.h), `origin` says whether its memory is its own.
 ERL_NIF_TERM make_buffer_term(ErlNifEnv* env, api::Buffer buffer, std::shared_ptr<const api::Client> client,
-                              bool adopted_binary = false);
+                              BufferOrigin origin = BufferOrigin::kOwned);
 
 }  // namespace plugboard::nif

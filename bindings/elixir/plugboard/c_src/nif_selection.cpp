@@ -1,5 +1,6 @@
 // Selection and clients: discover/1, boot/1 (dirty I/O: they read files, may probe devices, start
-// child processes and load plugins), open/2 (dirty I/O) and client_info/1.
+// child processes and load plugins), open/2 (dirty I/O), client_info/1, client_id/1 and
+// client_notify_when_dropped/3.
 #include <cmath>
 #include <limits>
 
@@ -166,6 +167,27 @@ PB_NIF(nif_client_close) {
     if (!c) return make_error(env, Code::kInvalidArgument, "not a plugboard client");
     c->close();
     return atom(env, "ok");
+  });
+}
+
+// client_id(client) -> non_neg_integer: never given to another client of this VM
+PB_NIF(nif_client_id) {
+  (void)argc;
+  auto* c = get_client_resource(env, argv[0]);
+  if (!c) return enif_make_badarg(env);
+  return enif_make_uint64(env, c->id);
+}
+
+// client_notify_when_dropped(client, pid, message) -> :ok: `pid` gets `message` once the garbage
+// collector destroys the client resource (closing it is not its end: the term may still be used).
+PB_NIF(nif_client_notify_when_dropped) {
+  (void)argc;
+  return guarded(env, "watching a client", [&] {
+    auto* c = get_client_resource(env, argv[0]);
+    if (!c) return make_error(env, Code::kInvalidArgument, "not a plugboard client");
+    auto pid = get_pid(env, argv[1], "pid");
+    if (!pid) return make_error(env, pid.error());
+    return make_status(env, c->watch(*pid, argv[2]));
   });
 }
 

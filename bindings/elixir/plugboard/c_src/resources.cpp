@@ -1,6 +1,7 @@
 #include "resources.h"
 
 #include <atomic>
+#include <type_traits>
 
 #include "callback_route.h"
 #include "terms.h"
@@ -18,9 +19,10 @@ ErlNifResourceType*& type_slot() {
 std::atomic<int64_t> live[static_cast<int>(ResourceKind::kCount)];
 
 template <class T>
-void destroy(ErlNifEnv*, void* memory) {
+void destroy(ErlNifEnv* env, void* memory) {
   auto* slot = static_cast<ResourceSlot<T>*>(memory);
   if (!slot->object) return;
+  if constexpr (std::is_same_v<T, ClientResource>) slot->object->tell_watchers(env);
   delete slot->object;  // a destructor never throws (they are noexcept); the library's never block
   slot->object = nullptr;
   count_resource(kind_of<T>(), -1);
@@ -87,6 +89,38 @@ void dispose(std::shared_ptr<api::Buffer> buffer) noexcept {
   drop_off_scheduler([last = std::move(buffer)]() mutable { last.reset(); });
 }
 
+namespace {
+ClientIdCounter own_client_ids{0};  // this library's: in use unless an older library's was handed on
+std::atomic<ClientIdCounter*> client_ids{&own_client_ids};
+}  // namespace
+
+ClientIdCounter* client_ids_in_use() { return client_ids.load(); }
+void use_client_ids(ClientIdCounter* counter) {
+  if (counter) client_ids.store(counter);
+}
+
+ClientResource::ClientResource(std::shared_ptr<const api::Client> c)
+    : id(client_ids.load()->fetch_add(1, std::memory_order_relaxed) + 1), client_(guard_client(std::move(c))) {}
+
+Status ClientResource::watch(const ErlNifPid& pid, ERL_NIF_TERM message) {
+  auto watcher = std::make_unique<Watcher>();
+  if (!watcher->env) return make_error(Code::kResourceExhausted, "no environment to keep the message in");
+  watcher->pid = pid;
+  watcher->message = enif_make_copy(watcher->env.get(), message);
+  std::lock_guard lock(mutex_);
+  watchers_.push_back(std::move(watcher));
+  return ok();
+}
+
+void ClientResource::tell_watchers(ErlNifEnv* caller_env) noexcept {
+  std::vector<std::unique_ptr<Watcher>> watchers;
+  {
+    std::lock_guard lock(mutex_);
+    watchers.swap(watchers_);
+  }
+  for (const auto& w : watchers) (void)enif_send(caller_env, &w->pid, w->env.get(), w->message);
+}
+
 ExecutableResource::~ExecutableResource() {
   // PJRT_LoadedExecutable_Destroy unloads the program (a GPU module): not on a scheduler.
   if (on_normal_scheduler())
@@ -131,8 +165,12 @@ Status BufferResource::free() {
   return ok();
 }
 
+ClientResource* get_client_resource(ErlNifEnv* env, ERL_NIF_TERM term) {
+  return get_resource<ClientResource>(env, enif_is_map(env, term) ? map_get(env, term, "resource").value_or(term) : term);
+}
+
 Expected<std::shared_ptr<const api::Client>> get_client(ErlNifEnv* env, ERL_NIF_TERM term) {
-  auto* c = get_resource<ClientResource>(env, enif_is_map(env, term) ? map_get(env, term, "resource").value_or(term) : term);
+  auto* c = get_client_resource(env, term);
   if (!c) return invalid_argument("not a plugboard client");
   auto client = c->get();
   if (!client) return make_error(Code::kFailedPrecondition, "the client was closed");

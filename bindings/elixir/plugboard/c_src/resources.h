@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "plugboard/plugboard.h"
+#include "terms.h"
 
 namespace plugboard::nif {
 
@@ -29,9 +30,14 @@ std::shared_ptr<const api::Client> guard_client(std::shared_ptr<const api::Clien
 // (releasing many pages can take milliseconds).
 void dispose(std::shared_ptr<api::Buffer> buffer) noexcept;
 
-// A client; close/1 lets go of it early (executables and buffers keep their own reference).
+// A client; close/1 lets go of it early (executables and buffers keep their own reference, not this
+// resource). `id` is never given to another client of this VM (client_id/1): a cache can key on it
+// without holding the term. Watchers (notify_when_dropped/3) are told when the garbage collector
+// destroys the resource, i.e. once no term refers to it any more; executables and buffers made from
+// the client do not keep it.
 struct ClientResource {
-  explicit ClientResource(std::shared_ptr<const api::Client> c) : client_(guard_client(std::move(c))) {}
+  explicit ClientResource(std::shared_ptr<const api::Client> c);
+  const uint64_t id;
   std::shared_ptr<const api::Client> get() {
     std::lock_guard lock(mutex_);
     return client_;
@@ -41,11 +47,28 @@ struct ClientResource {
     std::lock_guard lock(mutex_);
     last.swap(client_);
   }
+  // `pid` gets a copy of `message` when the resource is destroyed. Several may watch one client.
+  Status watch(const ErlNifPid& pid, ERL_NIF_TERM message);
+  // Sends each watcher its message: from the resource's destructor callback (`caller_env` is that
+  // callback's environment). Never blocks; a watcher that is gone is skipped.
+  void tell_watchers(ErlNifEnv* caller_env) noexcept;
 
  private:
+  struct Watcher {
+    ErlNifPid pid;
+    OwnedEnv env;  // holds `message`, independent of any process
+    ERL_NIF_TERM message;
+  };
   std::mutex mutex_;
   std::shared_ptr<const api::Client> client_;
+  std::vector<std::unique_ptr<Watcher>> watchers_;
 };
+
+// Where client ids come from: one counter for the life of the VM, handed from a library to the one
+// that takes over from it on a hot upgrade (nif.cpp), so that no id is ever given twice.
+using ClientIdCounter = std::atomic<uint64_t>;
+ClientIdCounter* client_ids_in_use();
+void use_client_ids(ClientIdCounter* counter);  // null: keeps the one in use
 
 // How executions of an executable may start (nif_execute.cpp): on the calling scheduler only when
 // nothing about the program says it could run long, and never again once launches there did.
@@ -59,22 +82,29 @@ struct ExecutableResource {
   std::atomic<int> inline_overruns{0};  // consecutive launches on a scheduler over the budget
 };
 
+// What a buffer's memory is, as far as donation goes: its own, or memory it only views (never donated).
+enum class BufferOrigin {
+  kOwned,
+  kBinaryView,   // an adopted Erlang binary (buffer/5 adopts binaries over 64 bytes), however the plugin made it
+  kPointerView,  // device memory at an address (buffer_from_pointer/5), owned by someone else
+};
+
 // A device buffer. Reads take a reference to the Buffer under the lock and use it outside; donation
 // and free/1 take the Buffer away (donation only when nothing else is using it at that moment),
 // after which every use is FAILED_PRECONDITION naming the buffer and why it is gone.
 struct BufferResource {
   enum class Gone { kNo, kDonated, kFreed };
-  BufferResource(std::shared_ptr<api::Buffer> b, std::shared_ptr<const api::Client> c, bool adopted_binary)
-      : client(std::move(c)), buffer(std::move(b)), donatable(!adopted_binary) {}
+  BufferResource(std::shared_ptr<api::Buffer> b, std::shared_ptr<const api::Client> c, BufferOrigin o)
+      : client(std::move(c)), buffer(std::move(b)), origin(o) {}
   ~BufferResource();
   std::shared_ptr<const api::Client> client;  // declared first: destroyed after the buffer
   std::mutex mutex;
   std::shared_ptr<api::Buffer> buffer;  // null once gone
   Gone gone = Gone::kNo;
   std::string what;  // "f32[4] on device 0", set when it goes (the Buffer's shape is gone with it)
-  // False for a view of an Erlang binary (buffer/5 adopts binaries over 64 bytes), however the plugin
-  // made it: immutable memory is never handed over, whatever its alignment.
-  const bool donatable;
+  // A view (of an Erlang binary, whatever its alignment, or of an address) is never handed over.
+  const BufferOrigin origin;
+  bool donatable() const { return origin == BufferOrigin::kOwned; }
   std::shared_ptr<api::Buffer> get() {
     std::lock_guard lock(mutex);
     return buffer;
@@ -129,6 +159,8 @@ struct ResourceSlot {
   T* object = nullptr;
 };
 
+// The client resource behind a client term (or %Plugboard.Client{}), or nullptr.
+ClientResource* get_client_resource(ErlNifEnv* env, ERL_NIF_TERM term);
 // The client behind a client term (or %Plugboard.Client{}); FAILED_PRECONDITION once closed.
 Expected<std::shared_ptr<const api::Client>> get_client(ErlNifEnv* env, ERL_NIF_TERM term);
 

@@ -155,6 +155,15 @@ Expected<int64_t> get_int_in(ErlNifEnv* env, ERL_NIF_TERM term, std::string_view
   return expected_a(what, "an integer in " + range);
 }
 
+Expected<uint64_t> get_uint64(ErlNifEnv* env, ERL_NIF_TERM term, std::string_view what) {
+  ErlNifUInt64 v;
+  double d;
+  if (enif_get_uint64(env, term, &v)) return static_cast<uint64_t>(v);
+  if (enif_is_number(env, term) && !enif_get_double(env, term, &d))
+    return invalid_argument(std::string(what) + " is out of range: it must be an integer in 0..18446744073709551615");
+  return expected_a(what, "a non-negative integer");
+}
+
 Expected<std::string> get_path(ErlNifEnv* env, ERL_NIF_TERM term, std::string_view what) {
   PB_ASSIGN_OR_RETURN(std::string path, get_string(env, term, what));
   if (path.find('\0') != std::string::npos)

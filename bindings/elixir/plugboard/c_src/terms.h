@@ -82,6 +82,8 @@ Expected<std::vector<std::string>> get_string_list(ErlNifEnv* env, ERL_NIF_TERM 
 Expected<int64_t> get_int(ErlNifEnv* env, ERL_NIF_TERM term, std::string_view what);
 // An integer in lo..hi, checked before any narrowing (a bignum is refused as out of range).
 Expected<int64_t> get_int_in(ErlNifEnv* env, ERL_NIF_TERM term, std::string_view what, int64_t lo, int64_t hi);
+// A non-negative integer of up to 64 bits (a device address), checked before any narrowing.
+Expected<uint64_t> get_uint64(ErlNifEnv* env, ERL_NIF_TERM term, std::string_view what);
 // A file-system path: a string without NUL bytes (the C library would stop reading at the first).
 Expected<std::string> get_path(ErlNifEnv* env, ERL_NIF_TERM term, std::string_view what);
 Expected<std::vector<int64_t>> get_int_list(ErlNifEnv* env, ERL_NIF_TERM term, std::string_view what);

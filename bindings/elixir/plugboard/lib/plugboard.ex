@@ -20,7 +20,12 @@ defmodule Plugboard do
   Native objects (clients, executables, buffers) are owned by the garbage collector; `free/1` lets go
   of a buffer's device memory now. Every function returns `{:ok, value}` or
   `{:error, %Plugboard.Error{}}` (every option is checked, and a bad one named); the bang variants
-  raise the error.
+  raise the error. A cache keyed on a client keys on `client_id/1` and evicts on the message of
+  `notify_when_dropped/3`: it never keeps the client alive.
+
+  Device memory crosses to and from other libraries by address, without a copy: `device_pointer/1`
+  (a buffer's address) and `buffer_from_pointer/5` (a view of memory someone else owns and keeps
+  alive; never donatable).
 
   Host callbacks: a program's blocking custom calls (`stablehlo.custom_call @name` with results) go to
   an Elixir function run by the process waiting in `run/3` (or to a handler process), its ordered
@@ -146,6 +151,32 @@ defmodule Plugboard do
   """
   @spec close(Client.t()) :: :ok
   def close(%Client{resource: r}), do: Native.client_close(r)
+
+  @doc """
+  An integer that identifies this client for the life of the VM: never given to another client, even
+  after this one is gone. A cache keyed on it (rather than on the client term) does not keep the
+  client alive; pair it with `notify_when_dropped/3` to evict the entries. Costs no more than a field
+  read; still valid after `close/1`.
+  """
+  @spec client_id(Client.t()) :: non_neg_integer()
+  def client_id(%Client{resource: r}), do: Native.client_id(r)
+
+  @doc """
+  Sends `message` to `pid` once the client is gone: when the garbage collector destroys the client
+  resource, that is once no term refers to it any more (neither this `%Plugboard.Client{}` nor any
+  copy of it, in any process). `close/1` is not the end: the term still exists. Executables and
+  buffers made from the client do not keep it (they hold the native client, not the term), so a cache
+  that holds executables and keys them on `client_id/1` gets its message. Several processes may watch
+  one client (each call adds one watcher); a watcher that has exited is skipped.
+
+      Plugboard.notify_when_dropped(client, self(), {:client_dropped, Plugboard.client_id(client)})
+  """
+  @spec notify_when_dropped(Client.t(), pid(), term()) :: :ok | {:error, Error.t()}
+  def notify_when_dropped(%Client{resource: r}, pid, message) when is_pid(pid),
+    do: Native.client_notify_when_dropped(r, pid, message)
+
+  def notify_when_dropped(client, pid, _message),
+    do: Options.invalid("notify_when_dropped: expected a %Plugboard.Client{} and a local pid, got #{inspect(client, limit: 3)} and #{inspect(pid)}")
 
   @doc "Live native objects by kind (`%{client: n, executable: n, buffer: n, call: n}`): a leak check."
   @spec native_objects() :: %{atom() => non_neg_integer()}
@@ -280,6 +311,47 @@ defmodule Plugboard do
   @spec free(Buffer.t()) :: :ok | {:error, Error.t()}
   def free(%Buffer{resource: r}), do: Native.buffer_free(r)
   def free(other), do: Options.invalid("free: expected a %Plugboard.Buffer{}, got #{inspect(other, limit: 3)}")
+
+  @doc """
+  The address of the buffer's memory on its device (platform-dependent; on CPU a host address), for
+  handing it to another library without a copy (as Nx's `to_pointer`). The address is valid only as
+  long as the buffer lives and is neither freed nor donated: the caller keeps the `%Plugboard.Buffer{}`
+  referenced while anything uses the address (a variable that is not used again may be garbage
+  collected at once, and the device memory with it). Runs on a dirty CPU scheduler (the plugin may wait for the
+  contents to be computed). `:unimplemented`, naming the plugin and `PJRT_Buffer_UnsafePointer`, for a
+  plugin without it.
+  """
+  @spec device_pointer(Buffer.t()) :: result(non_neg_integer())
+  def device_pointer(%Buffer{resource: r}), do: Native.buffer_device_pointer(r)
+  def device_pointer(other), do: Options.invalid("device_pointer: expected a %Plugboard.Buffer{}, got #{inspect(other, limit: 3)}")
+
+  @doc """
+  A buffer over device memory at `address` (as `device_pointer/1` or another library gives it; on CPU
+  a host address) holding a row-major array of `dtype` and `shape`: no copy, and no ownership. The
+  buffer is a view: it keeps nothing alive, so whoever owns the memory (a `%Plugboard.Buffer{}`,
+  another library) must keep it valid for as long as the view, or any output computed from it that
+  may alias it, is in use. An address is just an integer: nothing can check it, and a wrong one
+  crashes the VM. The view is never donatable. Options: `device:` (index, default 0). The plugin may
+  refuse an address (XLA's CPU client refuses a misaligned one); `:unimplemented`, naming the plugin
+  and `PJRT_Client_CreateViewOfDeviceBuffer`, for a plugin without it.
+  """
+  @spec buffer_from_pointer(Client.t(), non_neg_integer(), dtype(), tuple(), keyword()) :: result(Buffer.t())
+  def buffer_from_pointer(client, address, dtype, shape, opts \\ [])
+
+  def buffer_from_pointer(%Client{resource: r}, address, dtype, shape, opts)
+      when is_integer(address) and address >= 0 and is_tuple(shape) do
+    with :ok <- Options.known(opts, [:device], "buffer_from_pointer"),
+         {:ok, device} <- Options.index(opts, :device, 0),
+         do: Native.buffer_from_pointer(r, address, dtype, shape, device)
+  end
+
+  def buffer_from_pointer(client, address, _dtype, shape, _opts) do
+    cond do
+      not match?(%Client{}, client) -> Options.invalid("buffer_from_pointer: expected a %Plugboard.Client{}, got #{inspect(client, limit: 3)}")
+      not (is_integer(address) and address >= 0) -> Options.invalid("buffer_from_pointer: address must be a non-negative integer, got #{inspect(address, limit: 3)}")
+      true -> Options.invalid("buffer_from_pointer: shape must be a tuple of dimension sizes, got #{inspect(shape, limit: 5)}")
+    end
+  end
 
   # ------------------------------------------------------------------------------------------------
   # Executions

@@ -19,4 +19,26 @@ defmodule Plugboard.UpgradeTest do
     assert :code.soft_purge(module)
     assert to_f32s(Plugboard.to_binary!(y)) == [2.0, 4.0, 6.0, 8.0]
   end
+
+  test "client ids go on and watchers registered before an upgrade are told after it" do
+    me = self()
+
+    holder =
+      spawn(fn ->
+        {:ok, c} = Plugboard.open(first_plugin())
+        :ok = Plugboard.notify_when_dropped(c, me, {:dropped, Plugboard.client_id(c)})
+        send(me, {:id, Plugboard.client_id(c)})
+        receive do: (:drop -> :ok)
+      end)
+
+    assert_receive {:id, id}, 60_000
+    {module, binary, file} = :code.get_object_code(Plugboard.Native)
+    :code.soft_purge(module)
+    assert {:module, Plugboard.Native} = :code.load_binary(module, file, binary)
+    {:ok, later} = Plugboard.open(first_plugin())
+    assert Plugboard.client_id(later) > id
+    send(holder, :drop)
+    assert_receive {:dropped, ^id}, 10_000
+    assert :code.soft_purge(module)
+  end
 end

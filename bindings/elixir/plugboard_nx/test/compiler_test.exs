@@ -163,9 +163,8 @@ defmodule Plugboard.Nx.CompilerTest do
     end
   end
 
-  test "Nx.Serving partitions: max_concurrency copies of the options, one by default" do
+  test "Nx.Serving partitions: max_concurrency copies of the options (one per device otherwise: placement_test)" do
     assert Plugboard.Nx.__partitions_options__(max_concurrency: 3, debug: true) == List.duplicate([max_concurrency: 3, debug: true], 3)
-    assert Plugboard.Nx.__partitions_options__([]) == [[]]
   end
 
   test "to_mlir returns the module for reading" do
@@ -173,5 +172,24 @@ defmodule Plugboard.Nx.CompilerTest do
     assert text =~ "func.func public @main(%arg0: tensor<2xf32>, %arg1: tensor<2xf32>) -> (tensor<2xf32>)"
     assert text =~ "stablehlo.multiply"
     assert text =~ "stablehlo.add"
+  end
+
+  test "a large captured constant is a parameter, not megabytes of program text; small ones stay inline" do
+    big = Nx.iota({1_000_000}, type: :f32, backend: Nx.BinaryBackend)
+    fun = fn x -> Nx.add(x, big) end
+    text = Plugboard.Nx.to_mlir(fun, [Nx.template({1_000_000}, :f32)])
+    assert byte_size(text) < 2_000
+    assert text =~ "%const0: tensor<1000000xf32>"
+    small = Plugboard.Nx.to_mlir(fn x -> Nx.add(x, Nx.tensor([1.0, 2.0], backend: Nx.BinaryBackend)) end, [Nx.template({2}, :f32)])
+    assert small =~ "stablehlo.constant dense<"
+
+    {_, path} = hd(cpu_plugins())
+    c = client(path)
+    x = Nx.broadcast(1.0, {1_000_000})
+    for device <- [nil, 1] do
+      opts = [compiler: Plugboard.Nx, client: c] ++ if(device, do: [device_id: device], else: [])
+      result = Nx.Defn.jit_apply(fun, [x], opts)
+      assert result |> Nx.slice([999_998], [2]) |> Nx.to_flat_list() == [999_999.0, 1_000_000.0]
+    end
   end
 end

@@ -49,7 +49,8 @@ end
 defmodule Plugboard.Buffer do
   @moduledoc """
   An array on a device. Owned by the garbage collector: the device memory is released once no
-  process holds the term. A buffer donated to an execution is gone afterwards.
+  process holds the term. A buffer donated to an execution is gone afterwards. A buffer made by
+  `Plugboard.buffer_from_pointer/5` is a view: it owns no memory, and its term's end releases none.
   """
   @type t :: %__MODULE__{resource: reference(), dtype: Plugboard.dtype(), shape: tuple(), device: non_neg_integer()}
   defstruct [:resource, :dtype, :shape, :device]

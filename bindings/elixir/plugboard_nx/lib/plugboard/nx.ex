@@ -59,16 +59,17 @@ defmodule Plugboard.Nx do
     bound_hooks = opts |> Keyword.get(:hooks, %{}) |> Map.keys() |> Enum.sort()
     # A program for a chosen device is compiled portable (runs on any device of the client).
     device = opts[:device_id]
-    cache_key = {client.resource, key, templates, bound_hooks, device != nil, Keyword.take(opts, [:debug])}
+    cache_key = {Cache.client_key(client), key, templates, bound_hooks, device != nil, Keyword.take(opts, [:debug])}
 
-    {exe, output, used, hooks} =
-      Cache.get_or_compile(cache_key, fn ->
+    {exe, output, used, hooks, constants} =
+      Cache.get_or_compile(client, cache_key, fn ->
         {expr, output} = devectorized_output(fun.(vars))
-        {text, _, used, hooks} = Emitter.to_mlir(Enum.map(params, &Nx.devectorize/1), expr, bound_hooks)
+        {text, _, used, hooks, constants} = Emitter.to_mlir(Enum.map(params, &Nx.devectorize/1), expr, bound_hooks)
         if opts[:debug], do: IO.puts(text)
         targets = Enum.map(hooks, &elem(&1, 1))
         exe = Plugboard.compile!(client, text, name: name_of(key), callbacks: targets, portable: device != nil)
-        {exe, output, used, hooks}
+        # Large constants live on the device with the executable, sent once.
+        {exe, output, used, hooks, Enum.map(constants, &Backend.to_buffer(client, &1, device || 0))}
       end)
 
     {ordered, blocking} = host_callbacks(hooks, Keyword.get(opts, :hooks, %{}))
@@ -78,7 +79,7 @@ defmodule Plugboard.Nx do
       for args <- args_list do
         # Only the arguments the program reads are computed (lazy containers) and sent.
         args = args |> Enum.with_index() |> Enum.filter(fn {_, i} -> i in used end) |> Enum.map(&elem(&1, 0))
-        buffers = Enum.map(args, &Backend.to_buffer(client, &1.(), device || 0))
+        buffers = Enum.map(args, &Backend.to_buffer(client, &1.(), device || 0)) ++ on_device(client, constants, device || 0)
         outputs = Plugboard.run!(exe, buffers, ordered: ordered, callbacks: blocking, device: device || 0)
 
         {result, []} =
@@ -89,6 +90,15 @@ defmodule Plugboard.Nx do
         result
       end
     end
+  end
+
+  # The constants' buffers, copied to `device` when the program runs elsewhere than where they were
+  # made (a portable program with several device_ids).
+  defp on_device(client, buffers, device) do
+    Enum.map(buffers, fn
+      %Plugboard.Buffer{device: ^device} = b -> b
+      b -> Plugboard.buffer!(client, Plugboard.to_binary!(b), b.dtype, b.shape, device: device)
+    end)
   end
 
   defp transfer(tensor, nil), do: tensor
@@ -126,7 +136,7 @@ defmodule Plugboard.Nx do
   def to_mlir(fun, args) do
     {expr, _output} = devectorized_output(Nx.Defn.debug_expr_apply(fun, args))
     params = args |> Composite.flatten_list() |> Enum.map(&(&1 |> Nx.to_template() |> Nx.devectorize()))
-    {text, _, _, _} = Emitter.to_mlir(params, expr)
+    {text, _, _, _, _} = Emitter.to_mlir(params, expr)
     text
   end
 

@@ -5,7 +5,6 @@ defmodule Plugboard.Nx.Application do
 
   @impl true
   def start(_type, _args) do
-    Plugboard.Nx.Cache.init()
-    Supervisor.start_link([], strategy: :one_for_one, name: Plugboard.Nx.Supervisor)
+    Supervisor.start_link([Plugboard.Nx.Cache], strategy: :one_for_one, name: Plugboard.Nx.Supervisor)
   end
 end

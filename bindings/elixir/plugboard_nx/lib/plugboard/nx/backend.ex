@@ -90,6 +90,38 @@ defmodule Plugboard.Nx.Backend do
 
   ## Memory
 
+  # The buffer's device address (PJRT_Buffer_UnsafePointer), as EXLA gives it: valid while the tensor
+  # lives. Only :local pointers: PJRT has no IPC handle in its C API.
+  @impl true
+  def to_pointer(%T{data: %__MODULE__{buffer: buffer}} = t, opts) do
+    case Keyword.get(opts, :mode, :local) do
+      :local ->
+        case Plugboard.device_pointer(buffer) do
+          {:ok, address} -> %Nx.Pointer{kind: :local, address: address, data_size: Nx.byte_size(t)}
+          {:error, error} -> raise ArgumentError, "Plugboard.Nx.Backend.to_pointer: #{Exception.message(error)}"
+        end
+
+      mode ->
+        raise ArgumentError, "Plugboard.Nx.Backend.to_pointer: mode #{inspect(mode)} is not supported (only :local: PJRT's C API has no IPC handles)"
+    end
+  end
+
+  # A tensor over memory someone else owns (a device address, as to_pointer/2 gives): a view, never
+  # copied or donated. The owner keeps the memory alive while the tensor is in use.
+  @impl true
+  def from_pointer(%Nx.Pointer{kind: :local, address: address}, type, shape, backend_opts, opts) when is_integer(address) do
+    backend_opts = init(backend_opts)
+    client = client(backend_opts)
+
+    case Plugboard.buffer_from_pointer(client, address, dtype(type), shape, device: Keyword.get(backend_opts, :device_id, 0)) do
+      {:ok, buffer} -> %T{type: type, shape: shape, names: opts[:names], data: %__MODULE__{buffer: buffer, client: client}}
+      {:error, error} -> raise ArgumentError, "Plugboard.Nx.Backend.from_pointer: #{Exception.message(error)}"
+    end
+  end
+
+  def from_pointer(pointer, _type, _shape, _backend_opts, _opts),
+    do: raise(ArgumentError, "Plugboard.Nx.Backend.from_pointer: only local pointers with an address (Nx.to_pointer(t, mode: :local)), got #{inspect(pointer)}")
+
   @impl true
   def to_binary(%T{data: %__MODULE__{buffer: buffer}} = t, limit) do
     binary = Plugboard.to_binary!(buffer)

@@ -1,29 +1,102 @@
 defmodule Plugboard.Nx.Cache do
   @moduledoc false
-  # Compiled programs by key ({client, function key, argument templates, options}), in a public ETS
-  # table owned by the application, bounded: at most `config :plugboard_nx, cache_entries:` (default
-  # 512) entries; when an insert goes past it, the least recently used tenth goes. An entry holds its
-  # executable, and so its client, until it is evicted. Two processes compiling the same key at once
-  # both compile; the first insert wins and both results are valid executables.
+  # Compiled programs by key ({client id, function key, argument templates, options}), in a public
+  # ETS table owned by this process:
+  #   - bounded: at most `config :plugboard_nx, cache_entries:` (default 512) entries; when an insert
+  #     goes past it, the least recently used tenth goes;
+  #   - one compile per key: the first process to miss marks the key as compiling; the others wait
+  #     for its result (or, if it fails or dies, one of them compiles);
+  #   - no client kept alive: keys hold a client's id, not the client, and when the garbage collector
+  #     destroys a client (Plugboard.notify_when_dropped/3) its entries go.
+  use GenServer
+
   @table __MODULE__
   @default_entries 512
+  @poll_ms 2
 
-  def init do
+  def start_link(_), do: GenServer.start_link(__MODULE__, [], name: __MODULE__)
+
+  @impl true
+  def init([]) do
     :ets.new(@table, [:named_table, :public, :set, read_concurrency: true, write_concurrency: true])
+    {:ok, nil}
+  end
+
+  @impl true
+  def handle_info({:client_dropped, id}, state) do
+    :ets.match_delete(@table, {{id, :_, :_, :_, :_, :_}, :_, :_})
+    :ets.delete(@table, {:watched, id})
+    {:noreply, state}
+  end
+
+  # The first compile for a client asks for word of its end, sent to this process. The client term
+  # never reaches this process (a term in its heap would keep the client alive until its next GC).
+  defp watch(client) do
+    id = Plugboard.client_id(client)
+
+    if :ets.insert_new(@table, {{:watched, id}, :watched, 0}),
+      do: :ok = Plugboard.notify_when_dropped(client, Process.whereis(__MODULE__), {:client_dropped, id})
+
     :ok
   end
 
-  def get_or_compile(key, compile) do
+  @doc "The key part that names `client` (its id, which does not keep it alive)."
+  def client_key(client), do: Plugboard.client_id(client)
+
+  def get_or_compile(client, key, compile) do
     case :ets.lookup(@table, key) do
-      [{^key, value, _used}] ->
+      [{^key, {:ready, value}, _used}] ->
         :ets.update_element(@table, key, {3, stamp()})
         value
 
+      [{^key, {:compiling, pid}, _}] ->
+        wait(client, key, pid, compile)
+
       [] ->
-        value = compile.()
-        if :ets.insert_new(@table, {key, value, stamp()}), do: evict(limit())
-        value
+        if :ets.insert_new(@table, {key, {:compiling, self()}, stamp()}),
+          do: compile(client, key, compile),
+          else: get_or_compile(client, key, compile)
     end
+  end
+
+  defp compile(client, key, compile) do
+    value =
+      try do
+        compile.()
+      catch
+        kind, reason ->
+          :ets.match_delete(@table, {key, {:compiling, self()}, :_})
+          :erlang.raise(kind, reason, __STACKTRACE__)
+      end
+
+    :ets.insert(@table, {key, {:ready, value}, stamp()})
+    watch(client)
+    evict(limit())
+    value
+  end
+
+  # Another process compiles `key`: wait for its result; if it dies first (killed mid-compile), its
+  # mark goes and this process tries again.
+  defp wait(client, key, pid, compile) do
+    ref = Process.monitor(pid)
+
+    result =
+      Stream.repeatedly(fn ->
+        receive do
+          {:DOWN, ^ref, :process, ^pid, _} -> :down
+        after
+          @poll_ms -> :ets.lookup(@table, key)
+        end
+      end)
+      |> Enum.find(fn
+        :down -> true
+        [{^key, {:compiling, ^pid}, _}] -> false
+        _ -> true
+      end)
+
+    Process.demonitor(ref, [:flush])
+    if result == :down, do: :ets.match_delete(@table, {key, {:compiling, pid}, :_})
+    get_or_compile(client, key, compile)
   end
 
   def size, do: :ets.info(@table, :size)
@@ -39,7 +112,7 @@ defmodule Plugboard.Nx.Cache do
     if size > limit do
       drop = max(size - limit, div(limit, 10)) |> max(1)
 
-      :ets.select(@table, [{{:"$1", :_, :"$2"}, [], [{{:"$2", :"$1"}}]}])
+      :ets.select(@table, [{{:"$1", {:ready, :_}, :"$2"}, [], [{{:"$2", :"$1"}}]}])
       |> Enum.sort()
       |> Enum.take(drop)
       |> Enum.each(fn {_, key} -> :ets.delete(@table, key) end)

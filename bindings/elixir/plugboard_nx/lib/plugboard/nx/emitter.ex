@@ -14,20 +14,22 @@ defmodule Plugboard.Nx.Emitter do
   alias Plugboard.Nx.{MLIR, Ops}
 
   defstruct lines: [], next: 0, memo: %{}, params: %{}, depth: 1, used: MapSet.new(),
-            token: nil, hooks: [], overridden: MapSet.new(), scope: %{}, any_hooks: false
+            token: nil, hooks: [], overridden: MapSet.new(), scope: %{}, any_hooks: false, constants: []
 
   @type value :: String.t() | [String.t()]
 
   @doc """
   The StableHLO module of a function whose parameters have the types and shapes of `params`
   (tensors, in order) and whose result is `output` (an expression container). Returns
-  `{text, outputs, used, hooks}` where `outputs` are the flattened output expressions, in result
+  `{text, outputs, used, hooks, constants}` where `outputs` are the flattened output expressions, in result
   order, `used` the indices of the parameters the program reads (the only ones it takes: an
   argument the function does not use is never computed or transferred), and `hooks` the program's
   host calls, in program order (a token threaded through them): `{:hook, target, name,
   default_callback, template}`, an ordered call (custom-call `target`) that passes the hook's
   tensors to its callback, and `{:runtime_call, target, fun, opts, in_template, out_template}`, a
-  blocking call whose answer, `fun.(tensors, opts)`, the program goes on with. `overridden_hooks` names the hooks
+  blocking call whose answer, `fun.(tensors, opts)`, the program goes on with. A fifth element
+  lists the constants over `Plugboard.Nx.Ops`'s inline limit that became parameters after the
+  arguments (tensors, in order): the caller passes them at every run. `overridden_hooks` names the hooks
   the caller binds (`hooks:` of jit), which run even when the expression gives no callback.
   """
   def to_mlir(params, output, overridden_hooks \\ []) do
@@ -46,11 +48,15 @@ defmodule Plugboard.Nx.Emitter do
     result_types = Enum.map(outputs, &type_of/1)
     used = for {_, i} <- Enum.with_index(params), MapSet.member?(st.used, i), do: i
 
+    constants = Enum.reverse(st.constants)
+
     signature =
       Enum.zip_with(param_names, params, fn n, p -> "#{n}: #{MLIR.tensor(p.type, p.shape)}" end)
       |> Enum.with_index()
       |> Enum.filter(fn {_, i} -> i in used end)
-      |> Enum.map_join(", ", &elem(&1, 0))
+      |> Enum.map(&elem(&1, 0))
+      |> Kernel.++(for {n, t} <- constants, do: "#{n}: #{MLIR.tensor(t.type, t.shape)}")
+      |> Enum.join(", ")
 
     ret =
       case values do
@@ -67,7 +73,15 @@ defmodule Plugboard.Nx.Emitter do
         "\n  }\n}\n"
       ])
 
-    {text, outputs, used, Enum.reverse(st.hooks)}
+    {text, outputs, used, Enum.reverse(st.hooks), Enum.map(constants, &elem(&1, 1))}
+  end
+
+  @doc false
+  # A constant too large for the program's text: a parameter after the arguments, its tensor
+  # passed at every run (Plugboard.Nx keeps it on the device with the executable).
+  def constant_parameter(tensor, st) do
+    name = "%const#{length(st.constants)}"
+    {name, %{st | constants: [{name, tensor} | st.constants]}}
   end
 
   @doc false

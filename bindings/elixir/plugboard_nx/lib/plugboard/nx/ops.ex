@@ -73,9 +73,16 @@ defmodule Plugboard.Nx.Ops do
 
   def emit(:constant, %T{type: type, shape: shape, data: %Expr{args: [value]}}, st), do: splat(value, type, shape, st)
 
+  # Constants up to this many bytes are written into the program; larger ones are passed as
+  # parameters (a 10^6-element f64 constant was 16 MB of hex text, parsed at every compile).
+  @inline_constant_bytes 65_536
+
   def emit(:tensor, %T{type: type, shape: shape, data: %Expr{args: [t]}}, st) do
-    binary = Nx.to_binary(t)
-    op(st, "stablehlo.constant #{MLIR.hex_attribute(binary)} : #{MLIR.tensor(type, shape)}")
+    if Nx.byte_size(t) > @inline_constant_bytes do
+      Emitter.constant_parameter(t, st)
+    else
+      op(st, "stablehlo.constant #{MLIR.hex_attribute(Nx.to_binary(t))} : #{MLIR.tensor(type, shape)}")
+    end
   end
 
   def emit(:iota, %T{type: type, shape: shape, data: %Expr{args: [nil]}}, st) do
