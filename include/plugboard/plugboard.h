@@ -24,7 +24,9 @@
 //   - ordered host callbacks: a delivery thread, one call at a time per receiver, in program order
 //     (or a thread that waits for them: await(), or a later blocking call of the same receiver,
 //     runs what is still queued rather than sleep);
-//   - blocking host callbacks: the plugin's thread that runs the program.
+//   - blocking host callbacks: the plugin's thread that runs the program;
+//   - view_of_device_memory's `on_release`: the thread on which the plugin lets go of the memory (a
+//     plugin thread, or the one destroying the view); it must only release, never call the library.
 // None of them may wait for an execution: await() there is FAILED_PRECONDITION (it would wait for
 // the very thread it runs on); use on_complete.
 #pragma once
@@ -385,8 +387,8 @@ class Client {
   // a row-major array of `dtype` and `dims`. Lifetime: the view does NOT own the memory and keeps
   // nothing alive; the owner must keep the memory valid for as long as the view, or any output an
   // execution made aliasing it, lives. `on_release`, when given, runs exactly once: once the plugin
-  // is done with the memory (on whichever thread drops the last use; it must not block or throw), or
-  // before this returns an error. A view is never donatable. The plugin may refuse an address
+  // is done with the memory (possibly after the view is destroyed, on a plugin thread, when work that
+  // read it finishes; it must not block or throw), or before this returns an error. A view is never donatable. The plugin may refuse an address
   // (XLA's CPU client refuses a misaligned one); UNIMPLEMENTED, naming the plugin and
   // PJRT_Client_CreateViewOfDeviceBuffer, when the plugin does not provide it. A wrong address is
   // undefined behaviour: nothing can check it.

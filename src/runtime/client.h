@@ -100,8 +100,9 @@ class Client : public std::enable_shared_from_this<Client> {
   // array of `dtype` and `dims` on device `device_index`. Nothing is copied, and the view does not
   // own the memory: its owner must keep it alive, unchanged where the view is read, for as long as
   // the view (or an output that aliases it) lives. The view is never donatable. `on_release`, when
-  // given, runs exactly once: on the thread that lets go of the plugin's last use of the memory, or
-  // before this returns an error; it must not throw or block. The plugin may refuse an address
+  // given, runs exactly once: when the plugin lets go of its last use of the memory (which may be
+  // after the view is destroyed, on a plugin thread, once work that read it is done), or before this
+  // returns an error; it must not throw or block. The plugin may refuse an address
   // (XLA's CPU client wants it aligned). UNIMPLEMENTED, naming the plugin, when its table does not
   // reach the function. (device_address.cpp)
   Expected<Buffer> view_of_device_memory(uintptr_t address, DType dtype, std::span<const int64_t> dims,
