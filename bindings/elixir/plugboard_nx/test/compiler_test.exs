@@ -192,4 +192,17 @@ defmodule Plugboard.Nx.CompilerTest do
       assert result |> Nx.slice([999_998], [2]) |> Nx.to_flat_list() == [999_999.0, 1_000_000.0]
     end
   end
+
+  @tag timeout: 30_000
+  test "a closure over a heavily shared expression (Nx.Defn.Graph.run) compiles without hashing every path (regression)" do
+    # The cache keyed on the closure itself, so on the expression it holds: hashing a chain of 45
+    # `acc + acc` visits 2^45 paths, and Nx's own graph_test held a scheduler for good.
+    {_, path} = hd(cpu_plugins())
+    c = client(path)
+    fun = fn x -> Enum.reduce(1..45, x, fn _, acc -> Nx.add(acc, acc) end) end
+    x = Nx.tensor([1.0, 2.0])
+    stages = Nx.Defn.Graph.split(Nx.Defn.debug_expr(fun).(x), fn _ -> :none end)
+    result = Nx.Defn.Graph.run(stages, [x], compiler: Plugboard.Nx, client: c)
+    assert Nx.to_flat_list(result) == [:math.pow(2, 45), :math.pow(2, 46)]
+  end
 end

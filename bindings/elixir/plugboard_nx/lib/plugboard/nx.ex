@@ -59,7 +59,7 @@ defmodule Plugboard.Nx do
     bound_hooks = opts |> Keyword.get(:hooks, %{}) |> Map.keys() |> Enum.sort()
     # A program for a chosen device is compiled portable (runs on any device of the client).
     device = opts[:device_id]
-    cache_key = {Cache.client_key(client), key, templates, bound_hooks, device != nil, Keyword.take(opts, [:debug])}
+    cache_key = {Cache.client_key(client), function_key(key), templates, bound_hooks, device != nil, Keyword.take(opts, [:debug])}
 
     {exe, output, used, hooks, constants} =
       Cache.get_or_compile(client, cache_key, fn ->
@@ -91,6 +91,35 @@ defmodule Plugboard.Nx do
       end
     end
   end
+
+  # The key Nx gives (usually the function) as a cache key. A closure over an expression (Nx's
+  # Graph.run jits `fn _ -> expr end`) would make the key the whole expression: hashing it for the
+  # table visits every path of a DAG (a chain of 45 `acc + acc` has 2^45), which never finished and
+  # held a scheduler. Expressions in a closure's environment stand in the key by their ids.
+  defp function_key(key) when is_function(key) do
+    case Function.info(key, :env) do
+      {:env, []} -> key
+      {:env, env} -> if Enum.any?(env, &holds_expr?/1), do: {:closure, Function.info(key, :module), Function.info(key, :new_uniq), Enum.map(env, &expr_ids/1)}, else: key
+    end
+  end
+
+  defp function_key(key), do: key
+
+  defp holds_expr?(%Nx.Tensor{data: %Nx.Defn.Expr{}}), do: true
+  defp holds_expr?(%Nx.Tensor{}), do: false
+  defp holds_expr?(tuple) when is_tuple(tuple), do: tuple |> Tuple.to_list() |> Enum.any?(&holds_expr?/1)
+  defp holds_expr?([head | tail]), do: holds_expr?(head) or holds_expr?(tail)
+  defp holds_expr?(%_{}), do: false
+  defp holds_expr?(map) when is_map(map), do: Enum.any?(map, fn {k, v} -> holds_expr?(k) or holds_expr?(v) end)
+  defp holds_expr?(_), do: false
+
+  defp expr_ids(%Nx.Tensor{data: %Nx.Defn.Expr{id: id}}), do: {:expr, id}
+  defp expr_ids(tuple) when is_tuple(tuple), do: tuple |> Tuple.to_list() |> Enum.map(&expr_ids/1) |> List.to_tuple()
+  defp expr_ids(list) when is_list(list), do: Enum.map(list, &expr_ids/1)
+  defp expr_ids(%Nx.Tensor{} = t), do: t
+  defp expr_ids(%_{} = struct), do: struct
+  defp expr_ids(map) when is_map(map), do: Map.new(map, fn {k, v} -> {expr_ids(k), expr_ids(v)} end)
+  defp expr_ids(other), do: other
 
   # The constants' buffers, copied to `device` when the program runs elsewhere than where they were
   # made (a portable program with several device_ids).
