@@ -16,6 +16,9 @@ defmodule Sample.MixProject do
   defp releases do
     [
       web: [applications: [web: :permanent]],
+      # scripts/gpu_check.sh's release: compute without an embedded bundle (small enough to carry to a
+      # GPU machine); it boots the plugin PLUGBOARD_PLUGIN_PATH names there.
+      gpu_check: [applications: [compute: :permanent]],
       worker: [applications: [worker: :permanent]],
       compute: [
         applications: [compute: :permanent],
