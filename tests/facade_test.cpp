@@ -6,6 +6,7 @@
 // of adopted memory. Threaded: also run under TSan (scripts/tsan.sh).
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include <atomic>
@@ -16,6 +17,7 @@
 #include <fstream>
 #include <future>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -172,6 +174,33 @@ TEST_P(FacadeTest, OnCompleteAfterTheExecutionFinishedStillRunsOnADeliveryThread
   auto f = where.get_future();
   ASSERT_EQ(f.wait_for(30s), std::future_status::ready);
   EXPECT_NE(f.get(), std::this_thread::get_id());
+}
+
+// One compile pool per process: a binding's own compile work (post_compile_work) runs on the
+// threads compile_async uses, never on the caller's.
+std::string thread_name() {
+  char name[16] = {};
+  pthread_getname_np(pthread_self(), name, sizeof name);
+  return name;
+}
+
+TEST_P(FacadeTest, PostCompileWorkRunsOnTheCompileThreadsCompileAsyncUses) {
+  std::promise<std::pair<std::thread::id, std::string>> posted;
+  ASSERT_TRUE(post_compile_work([&] { posted.set_value({std::this_thread::get_id(), thread_name()}); }));
+  auto p = posted.get_future();
+  ASSERT_EQ(p.wait_for(60s), std::future_status::ready);
+  auto [posted_on, posted_name] = p.get();
+  EXPECT_NE(posted_on, std::this_thread::get_id());
+  EXPECT_EQ(posted_name, "pb-compile");
+
+  auto program = Program::from_bytes(kAdd, "add.mlir");
+  ASSERT_TRUE(program);
+  std::promise<std::string> compiled_on;
+  ASSERT_TRUE(client_->compile_async(*program, {}, [&](Expected<Executable>) { compiled_on.set_value(thread_name()); }));
+  auto c = compiled_on.get_future();
+  ASSERT_EQ(c.wait_for(60s), std::future_status::ready);
+  EXPECT_EQ(c.get(), posted_name);
+  EXPECT_FALSE(post_compile_work({}));  // nothing to run
 }
 
 TEST_P(FacadeTest, CompileAsyncHandsTheExecutableToAnotherThread) {

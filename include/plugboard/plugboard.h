@@ -132,6 +132,14 @@ struct Boot {
 // says why; only malformed settings and unreadable explicit bundles are errors.
 PLUGBOARD_API Expected<Boot> boot(const SelectionSettings& settings = {}) noexcept;
 
+// Runs `task` on the library's compile threads, those Client::compile_async uses (as many as the
+// machine has cores, at least 2, started as work arrives), so that a process embedding plugboard
+// keeps one compile pool: a binding posts its own compile work (declaring callbacks, compiling,
+// inspecting the result) here instead of running threads of its own. `task` must not throw and
+// should not wait on anything a user controls. False when it could not be queued (no memory, no
+// thread at all); `task` did not run then.
+PLUGBOARD_API bool post_compile_work(std::function<void()> task) noexcept;
+
 // ---------------------------------------------------------------------------------------------
 // Programs and compilation.
 

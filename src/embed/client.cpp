@@ -1,5 +1,8 @@
 // The facade's Client: devices, transfers, callback declaration and compilation (also on a compile
 // thread).
+#include <algorithm>
+#include <thread>
+
 #include "base/no_throw.h"
 #include "base/thread_pool.h"
 #include "callback/registry.h"
@@ -10,11 +13,12 @@ namespace plugboard::api {
 
 namespace {
 
-// Compiles run here when asked asynchronously: a compile takes a thread for milliseconds to seconds,
-// and a binding's caller (a BEAM scheduler) must not be that thread. Never destroyed, as the
-// delivery pool.
+// Compiles run here when asked asynchronously (compile_async, post_compile_work): a compile takes a
+// thread for milliseconds to seconds, and a binding's caller (a BEAM scheduler) must not be that
+// thread. One per process, for the library and its bindings alike. Never destroyed, as the delivery
+// pool.
 ThreadPool& compile_pool() {
-  static ThreadPool* pool = new ThreadPool("pb-compile", 2);
+  static ThreadPool* pool = new ThreadPool("pb-compile", std::max<size_t>(2, std::thread::hardware_concurrency()));
   return *pool;
 }
 
@@ -146,6 +150,16 @@ Status Client::declare_callbacks(const HostCallbacks& callbacks) const noexcept 
 
 Expected<Executable> Client::compile(const Program& program, const CompileOptions& options) const noexcept {
   return no_throw("compiling", [&] { return compile_on(*impl_, program, options); });
+}
+
+bool post_compile_work(std::function<void()> task) noexcept {
+  if (!task) return false;
+  try {
+    compile_pool().post(std::move(task));
+    return true;
+  } catch (...) {  // no memory, or no thread at all: the task did not run and never will
+    return false;
+  }
 }
 
 Status Client::compile_async(Program program, CompileOptions options,

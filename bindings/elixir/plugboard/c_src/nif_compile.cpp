@@ -128,7 +128,7 @@ PB_NIF(nif_compile) {
       job->options.compile_cache = *b;
     }
     ERL_NIF_TERM gate = make_resource<GateResource>(env, job->gate);
-    if (!compile_pool().post([job] { job->run(); }))
+    if (!api::post_compile_work([job] { job->run(); }))
       return make_error(env, Code::kResourceExhausted, "no thread to compile " + job->name + " on");
     return enif_make_tuple2(env, atom(env, "started"), gate);
   });

@@ -58,12 +58,7 @@ void WorkPool::work() {
   }
 }
 
-// Leaked: their threads outlive static destruction.
-WorkPool& compile_pool() {
-  static WorkPool* pool = new WorkPool({.max_threads = 16, .kept_idle = 2, .retire_after = std::chrono::seconds(30)});
-  return *pool;
-}
-
+// Leaked: its threads outlive static destruction.
 WorkPool& launch_pool() {
   // Bounded only against runaway growth: each thread beyond the ones working is one waiting on
   // something (a callback's answer, a long program the plugin runs inline).

@@ -1,7 +1,7 @@
-// Threads of the NIF's own for work that must not run on a BEAM scheduler. Two pools, so that one
-// kind of work never waits behind the other:
-//   - compile_pool(): compilations (with the declaration of their host callbacks); a few threads,
-//     since a compilation never waits on anything a user controls.
+// Threads of the NIF's own for work that must not run on a BEAM scheduler and may wait. (Compiles,
+// with the declaration of their host callbacks, run on the library's compile threads instead:
+// api::post_compile_work, one compile pool per process; a compilation never waits on anything a
+// user controls.)
 //   - launch_pool(): execution launches that may not return at once (a program the plugin may run
 //     inside PJRT_LoadedExecutable_Execute, a blocking host callback waiting for its answer) and the
 //     teardown of clients. It grows whenever no thread is idle, so work that waits (a callback nobody
@@ -47,7 +47,6 @@ class WorkPool {
   size_t threads_ = 0, idle_ = 0;
 };
 
-WorkPool& compile_pool();
 WorkPool& launch_pool();
 
 }  // namespace plugboard::nif
