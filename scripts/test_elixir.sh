@@ -75,15 +75,8 @@ if [ -n "$mirror" ]; then
   nx_build="$build/elixir-build-nx"
   echo "[elixir] Nx on plugboard (bindings/elixir/plugboard_nx; Nx from $mirror)"
   (cd "$root/bindings/elixir/plugboard_nx" && with_nx_elixir env MIX_ENV=test MIX_BUILD_ROOT="$nx_build" mix test)
-  # Nx 0.13's own suite: on request only for now. A run here stopped making progress after 41
-  # failures and ~25 minutes, one scheduler thread busy (a program launched on a scheduler that runs
-  # for minutes is the suspect): until that is found, it would hold CI past its budget (issue 25).
-  if [ "${PLUGBOARD_NX_SUITE:-0}" = 1 ]; then
-    echo "[elixir] Nx's own suite with Plugboard.Nx as the default compiler"
-    (cd "$root/bindings/elixir/plugboard_nx" && with_nx_elixir env MIX_BUILD_ROOT="$nx_build" test/nx_suite/run.sh --timeout 60000)
-  else
-    echo "[elixir] SKIPPED Nx 0.13's own suite with Plugboard.Nx (PLUGBOARD_NX_SUITE=1 runs it; it does not finish yet: see issue 25)"
-  fi
+  echo "[elixir] Nx's own suite with Plugboard.Nx as the default compiler"
+  (cd "$root/bindings/elixir/plugboard_nx" && with_nx_elixir env MIX_BUILD_ROOT="$nx_build" test/nx_suite/run.sh --timeout 60000)
 else
   echo "[elixir] SKIPPED bindings/elixir/plugboard_nx: no Hex mirror (set PLUGBOARD_HEX_MIRROR to a folder holding nx/, complex/ and telemetry/, such as ../shared/vendor/hex-nx0.13) or no Elixir >= 1.17 (PLUGBOARD_ELIXIR_SRC)"
 fi

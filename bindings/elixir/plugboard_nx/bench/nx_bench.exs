@@ -2,7 +2,9 @@
 # or the 0.81 one):
 #  1. a cached jit call of a tiny function (x + 1 on f32[4]) against the same compiled program run
 #     through Plugboard.run/3 (the Nx layer's own cost) and against Nx.Defn.Evaluator;
-#  2. an MLP training step (forward + grad, batch 128, 64 -> 128 -> 10) against Nx.BinaryBackend
+#  2. a runtime_call round trip into the calling process: a jit that calls an Elixir function
+#     (identity) from inside the program, against the same jit without the call;
+#  3. an MLP training step (forward + grad, batch 128, 64 -> 128 -> 10) against Nx.BinaryBackend
 #     through the Evaluator, and the emitter's time for that step's module (no compile).
 #
 #   mix run bench/nx_bench.exs    (from bindings/elixir/plugboard_nx; bench/nx_bench.sh sets it up)
@@ -21,6 +23,12 @@ defmodule Bench do
 
     for {name, _} <- funs, into: %{}, do: {name, times |> Enum.filter(&(elem(&1, 0) == name)) |> Enum.map(&elem(&1, 1)) |> median()}
   end
+end
+
+defmodule Bench.Callback do
+  import Nx.Defn
+  defn with_call(x), do: Nx.runtime_call(x, x, [], &__MODULE__.identity/2) + 1
+  def identity(t, _opts), do: t
 end
 
 defmodule Bench.MLP do
@@ -71,7 +79,26 @@ IO.puts(
     "Nx.Defn.Evaluator on Nx.BinaryBackend: #{Float.round(t.evaluator, 2)} us (evaluator/jit #{Float.round(t.evaluator / t.jit, 2)})"
 )
 
-# 2. An MLP training step.
+# 2. A runtime_call round trip.
+called = Nx.Defn.jit(&Bench.Callback.with_call/1, compiler: Plugboard.Nx, client: client)
+called.(on_device)
+
+t3 =
+  Bench.interleaved(
+    [
+      {:call, fn -> called.(on_device) end},
+      {:plain, fn -> tiny.(on_device) end}
+    ],
+    200,
+    15
+  )
+
+IO.puts(
+  "runtime_call round trip (an identity on f32[4], called from inside the program): #{Float.round(t3.call, 2)} us per jit, " <>
+    "#{Float.round(t3.plain, 2)} us without the call (round trip +#{Float.round(t3.call - t3.plain, 2)} us)"
+)
+
+# 3. An MLP training step.
 key = Nx.Random.key(0)
 {xb, key} = Nx.Random.uniform(key, shape: {128, 64})
 {yb, key} = Nx.Random.uniform(key, shape: {128, 10})
