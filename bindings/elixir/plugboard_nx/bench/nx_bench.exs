@@ -2,8 +2,9 @@
 # or the 0.81 one):
 #  1. a cached jit call of a tiny function (x + 1 on f32[4]) against the same compiled program run
 #     through Plugboard.run/3 (the Nx layer's own cost) and against Nx.Defn.Evaluator;
-#  2. a runtime_call round trip into the calling process: a jit that calls an Elixir function
-#     (identity) from inside the program, against the same jit without the call;
+#  2. a runtime_call round trip into the calling process: a jit of 100 chained runtime_calls (an
+#     Elixir identity) against none, per call, and plugboard's own blocking callback measured the same
+#     way (Plugboard.run with callbacks:);
 #  3. an MLP training step (forward + grad, batch 128, 64 -> 128 -> 10) against Nx.BinaryBackend
 #     through the Evaluator, and the emitter's time for that step's module (no compile).
 #
@@ -26,8 +27,6 @@ defmodule Bench do
 end
 
 defmodule Bench.Callback do
-  import Nx.Defn
-  defn with_call(x), do: Nx.runtime_call(x, x, [], &__MODULE__.identity/2) + 1
   def identity(t, _opts), do: t
 end
 
@@ -79,23 +78,53 @@ IO.puts(
     "Nx.Defn.Evaluator on Nx.BinaryBackend: #{Float.round(t.evaluator, 2)} us (evaluator/jit #{Float.round(t.evaluator / t.jit, 2)})"
 )
 
-# 2. A runtime_call round trip.
-called = Nx.Defn.jit(&Bench.Callback.with_call/1, compiler: Plugboard.Nx, client: client)
-called.(on_device)
+# 2. A runtime_call round trip: programs of 100 chained calls against the same without them, per call
+#    (as bench/overhead.sh measures plugboard's own blocking callback, which runs here too, same run).
+chained = fn n ->
+  Nx.Defn.jit(fn x -> Enum.reduce(1..n//1, x, fn _, acc -> Nx.runtime_call(acc, acc, [], &Bench.Callback.identity/2) end) end,
+    compiler: Plugboard.Nx, client: client)
+end
+
+[nx100, nx0] = for n <- [100, 0], do: chained.(n)
+
+raw_chain = fn n ->
+  calls =
+    for i <- 1..n//1 do
+      "%t#{i}, %v#{i} = stablehlo.custom_call @host_identity(%t#{i - 1}, %v#{i - 1}) {api_version = 4 : i32, has_side_effect = true} : (!stablehlo.token, tensor<4xf32>) -> (!stablehlo.token, tensor<4xf32>)"
+    end
+
+  Plugboard.compile!(client, """
+  func.func public @main(%v0: tensor<4xf32>) -> tensor<4xf32> {
+    %t0 = stablehlo.after_all : !stablehlo.token
+    #{Enum.join(calls, "\n    ")}
+    %r = stablehlo.add %v#{n}, %v0 : tensor<4xf32>
+    return %r : tensor<4xf32>
+  }
+  """, callbacks: ["host_identity"])
+end
+
+[raw100, raw0] = for n <- [100, 0], do: raw_chain.(n)
+raw_bindings = [callbacks: %{"host_identity" => fn [operand] -> [operand] end}]
 
 t3 =
   Bench.interleaved(
     [
-      {:call, fn -> called.(on_device) end},
-      {:plain, fn -> tiny.(on_device) end}
+      {:nx100, fn -> nx100.(on_device) end},
+      {:nx0, fn -> nx0.(on_device) end},
+      {:raw100, fn -> Plugboard.run!(raw100, [buffer], raw_bindings) end},
+      {:raw0, fn -> Plugboard.run!(raw0, [buffer], raw_bindings) end}
     ],
-    200,
+    5,
     15
   )
 
+nx_call = (t3.nx100 - t3.nx0) / 100
+raw_call = (t3.raw100 - t3.raw0) / 100
+
 IO.puts(
-  "runtime_call round trip (an identity on f32[4], called from inside the program): #{Float.round(t3.call, 2)} us per jit, " <>
-    "#{Float.round(t3.plain, 2)} us without the call (round trip +#{Float.round(t3.call - t3.plain, 2)} us)"
+  "runtime_call round trip into the calling process (an identity on f32[4]; 100 chained calls against none): " <>
+    "#{Float.round(nx_call, 2)} us per call; plugboard's own blocking callback, same run: #{Float.round(raw_call, 2)} us " <>
+    "(the Nx layer's share #{Float.round(nx_call - raw_call, 2)} us)"
 )
 
 # 3. An MLP training step.

@@ -55,7 +55,7 @@ defmodule Plugboard.Nx do
     params = Composite.flatten_list(vars)
     # The arguments' whole structure (a map's keys, a tuple's size) and each tensor's type, shape,
     # names and vectorized axes: two calls share a program only when all of them agree.
-    templates = Enum.map(vars, &Composite.traverse(&1, fn t -> {t.type, t.shape, t.names, t.vectorized_axes} end))
+    templates = Enum.map(vars, &template_key/1)
     bound_hooks = opts |> Keyword.get(:hooks, %{}) |> Map.keys() |> Enum.sort()
     # A program for a chosen device is compiled portable (runs on any device of the client).
     device = opts[:device_id]
@@ -72,7 +72,18 @@ defmodule Plugboard.Nx do
         {exe, output, used, hooks, Enum.map(constants, &Backend.to_buffer(client, &1, device || 0))}
       end)
 
-    {ordered, blocking} = host_callbacks(hooks, Keyword.get(opts, :hooks, %{}))
+    # The run's options: none at all (plugboard's fast path) for a program without host calls on
+    # device 0, the common case.
+    run_opts =
+      case {hooks, device} do
+        {[], nil} ->
+          []
+
+        _ ->
+          {ordered, blocking} = host_callbacks(hooks, Keyword.get(opts, :hooks, %{}))
+          [ordered: ordered, callbacks: blocking, device: device || 0]
+      end
+
     output_backend = opts[:output_backend]
 
     fn args_list ->
@@ -80,7 +91,7 @@ defmodule Plugboard.Nx do
         # Only the arguments the program reads are computed (lazy containers) and sent.
         args = args |> Enum.with_index() |> Enum.filter(fn {_, i} -> i in used end) |> Enum.map(&elem(&1, 0))
         buffers = Enum.map(args, &Backend.to_buffer(client, &1.(), device || 0)) ++ on_device(client, constants, device || 0)
-        outputs = Plugboard.run!(exe, buffers, ordered: ordered, callbacks: blocking, device: device || 0)
+        outputs = Plugboard.run!(exe, buffers, run_opts)
 
         {result, []} =
           Composite.traverse(output, outputs, fn template, [buffer | rest] ->
@@ -120,6 +131,10 @@ defmodule Plugboard.Nx do
   defp expr_ids(%_{} = struct), do: struct
   defp expr_ids(map) when is_map(map), do: Map.new(map, fn {k, v} -> {expr_ids(k), expr_ids(v)} end)
   defp expr_ids(other), do: other
+
+  # A tensor's part of the cache key (Composite.traverse for containers: a map's keys, a tuple's size).
+  defp template_key(%Nx.Tensor{type: type, shape: shape, names: names, vectorized_axes: axes}), do: {type, shape, names, axes}
+  defp template_key(container), do: Composite.traverse(container, &template_key/1)
 
   # The constants' buffers, copied to `device` when the program runs elsewhere than where they were
   # made (a portable program with several device_ids).

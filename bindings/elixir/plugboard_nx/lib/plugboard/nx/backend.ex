@@ -54,8 +54,8 @@ defmodule Plugboard.Nx.Backend do
     template |> Nx.devectorize(keep_names: false) |> from_host(host) |> Nx.vectorize(axes)
   end
 
-  def from_host(%T{type: type, shape: shape} = template, %Plugboard.HostTensor{data: data}) do
-    data |> Nx.from_binary(type, backend: Nx.BinaryBackend) |> Nx.reshape(shape) |> Nx.rename(template.names)
+  def from_host(%T{type: type, shape: shape, names: names}, %Plugboard.HostTensor{data: data}) do
+    %T{data: %Nx.BinaryBackend{state: data}, type: type, shape: shape, names: names, vectorized_axes: []}
   end
 
   @doc false
