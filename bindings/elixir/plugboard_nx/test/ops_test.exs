@@ -154,6 +154,14 @@ defmodule Plugboard.Nx.OpsTest do
         end
       end
 
+      test "the gradient of a window_min with same padding is 1 at each window's minimum (exact; Nx's own test expects the binary backend's padding artifact)", %{c: c} do
+        # Windows 3x3, stride 2, padding 1 on iota 4x4: their minima are x[0][0], x[0][1], x[1][0] and
+        # x[1][1] (raise one by e and the sum rises by e). Nx's grad_test expects 1 at (1,1) only.
+        grad = fn x -> Nx.Defn.grad(x, &Nx.sum(Nx.window_min(&1, {1, 3, 3, 1}, padding: :same, strides: [1, 2, 2, 1]))) end
+        result = Nx.Defn.jit_apply(grad, [Nx.iota({1, 4, 4, 1}, type: :f32)], compiler: Plugboard.Nx, client: c)
+        assert Nx.to_flat_list(result) == [1.0, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0] ++ List.duplicate(0.0, 8)
+      end
+
       test "erf_inv in f64 against the exact answer (Nx's own example is off by 3e-9)", %{c: c} do
         # math.erf(0.08885599049425769) == 0.1 in f64; Nx's doctest expects 0.08885598780483887.
         result = Nx.Defn.jit_apply(&Nx.erf_inv/1, [Nx.tensor(0.1, type: :f64)], compiler: Plugboard.Nx, client: c)
