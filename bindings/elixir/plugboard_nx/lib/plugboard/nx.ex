@@ -52,7 +52,6 @@ defmodule Plugboard.Nx do
   @impl true
   def __compile__(key, vars, fun, opts) do
     client = client!(opts)
-    params = Composite.flatten_list(vars)
     # The arguments' whole structure (a map's keys, a tuple's size) and each tensor's type, shape,
     # names and vectorized axes: two calls share a program only when all of them agree.
     templates = Enum.map(vars, &template_key/1)
@@ -64,7 +63,8 @@ defmodule Plugboard.Nx do
     {exe, output, used, hooks, constants} =
       Cache.get_or_compile(client, cache_key, fn ->
         {expr, output} = devectorized_output(fun.(vars))
-        {text, _, used, hooks, constants} = Emitter.to_mlir(Enum.map(params, &Nx.devectorize/1), expr, bound_hooks)
+        params = vars |> Composite.flatten_list() |> Enum.map(&Nx.devectorize/1)
+        {text, _, used, hooks, constants} = Emitter.to_mlir(params, expr, bound_hooks)
         if opts[:debug], do: IO.puts(text)
         targets = Enum.map(hooks, &elem(&1, 1))
         exe = Plugboard.compile!(client, text, name: name_of(key), callbacks: targets, portable: device != nil)
@@ -89,7 +89,7 @@ defmodule Plugboard.Nx do
     fn args_list ->
       for args <- args_list do
         # Only the arguments the program reads are computed (lazy containers) and sent.
-        args = args |> Enum.with_index() |> Enum.filter(fn {_, i} -> i in used end) |> Enum.map(&elem(&1, 0))
+        args = if length(args) == length(used), do: args, else: for({a, i} <- Enum.with_index(args), i in used, do: a)
         buffers = Enum.map(args, &Backend.to_buffer(client, &1.(), device || 0)) ++ on_device(client, constants, device || 0)
         outputs = Plugboard.run!(exe, buffers, run_opts)
 

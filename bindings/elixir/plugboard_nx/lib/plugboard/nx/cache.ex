@@ -13,6 +13,7 @@ defmodule Plugboard.Nx.Cache do
   @table __MODULE__
   @default_entries 512
   @poll_ms 2
+  @stamp_ms 1
 
   def start_link(_), do: GenServer.start_link(__MODULE__, [], name: __MODULE__)
 
@@ -45,8 +46,10 @@ defmodule Plugboard.Nx.Cache do
 
   def get_or_compile(client, key, compile) do
     case :ets.lookup(@table, key) do
-      [{^key, {:ready, value}, _used}] ->
-        :ets.update_element(@table, key, {3, stamp()})
+      [{^key, {:ready, value}, used}] ->
+        # The use stamp is written at most once a millisecond per key (a write on every hit cost ~0.3 us).
+        now = stamp()
+        if now - used >= @stamp_ms, do: :ets.update_element(@table, key, {3, now})
         value
 
       [{^key, {:compiling, pid}, _}] ->
@@ -121,5 +124,6 @@ defmodule Plugboard.Nx.Cache do
     :ok
   end
 
-  defp stamp, do: :erlang.unique_integer([:monotonic])
+  # Milliseconds: uses within one millisecond of each other count as one (@stamp_ms).
+  defp stamp, do: :erlang.monotonic_time(:millisecond)
 end
