@@ -20,16 +20,7 @@ if Code.ensure_loaded?(Nx) and Code.ensure_loaded?(Plugboard.Nx) do
     def run do
       client = Plugboard.client!()
       {:ok, devices} = Plugboard.devices(client)
-      key = Nx.Random.key(7)
-      {x, key} = Nx.Random.uniform(key, shape: {128, 4})
-      y = Nx.stack([Nx.sum(x, axes: [1]), Nx.product(x, axes: [1])], axis: 1)
-      {w1, key} = Nx.Random.normal(key, 0.0, 0.5, shape: {4, 16})
-      {w2, _} = Nx.Random.normal(key, 0.0, 0.5, shape: {16, 2})
-      params = {w1, Nx.broadcast(0.0, {16}), w2, Nx.broadcast(0.0, {2})}
-      step = Nx.Defn.jit(&Compute.NxJob.step/3, compiler: Plugboard.Nx, client: client)
-
-      {params, first} = step.(params, x, y)
-      {_params, last} = Enum.reduce(2..20, {params, first}, fn _, {p, _} -> step.(p, x, y) end)
+      {first, last} = Compute.NxJob.train(client)
 
       called = Nx.Defn.jit(&with_runtime_call/1, compiler: Plugboard.Nx, client: client).(Nx.iota({8}, type: :f32))
 
