@@ -31,8 +31,13 @@ defmodule Plugboard.Nx.Emitter do
   lists the constants over `Plugboard.Nx.Ops`'s inline limit that became parameters after the
   arguments (tensors, in order): the caller passes them at every run. `overridden_hooks` names the hooks
   the caller binds (`hooks:` of jit), which run even when the expression gives no callback.
+
+  `annotations` (for programs split over several devices, `Plugboard.Nx.Shard`): `:module`, the
+  module's attribute dictionary (`{mhlo.num_partitions = 2 : i32}`); `:preamble`, text before the
+  function (`sdy.mesh` definitions); `:args`, a map from parameter index to that argument's
+  attribute dictionary; `:constants`, the attribute dictionary of every constant parameter.
   """
-  def to_mlir(params, output, overridden_hooks \\ []) do
+  def to_mlir(params, output, overridden_hooks \\ [], annotations \\ %{}) do
     outputs = Composite.flatten_list([output])
     param_names = for {_, i} <- Enum.with_index(params), do: "%arg#{i}"
 
@@ -50,12 +55,15 @@ defmodule Plugboard.Nx.Emitter do
 
     constants = Enum.reverse(st.constants)
 
+    arg_attributes = Map.get(annotations, :args, %{})
+    attributed = fn text, nil -> text; text, dictionary -> "#{text} #{dictionary}" end
+
     signature =
       Enum.zip_with(param_names, params, fn n, p -> "#{n}: #{MLIR.tensor(p.type, p.shape)}" end)
       |> Enum.with_index()
       |> Enum.filter(fn {_, i} -> i in used end)
-      |> Enum.map(&elem(&1, 0))
-      |> Kernel.++(for {n, t} <- constants, do: "#{n}: #{MLIR.tensor(t.type, t.shape)}")
+      |> Enum.map(fn {text, i} -> attributed.(text, arg_attributes[i]) end)
+      |> Kernel.++(for {n, t} <- constants, do: attributed.("#{n}: #{MLIR.tensor(t.type, t.shape)}", annotations[:constants]))
       |> Enum.join(", ")
 
     ret =
@@ -66,7 +74,8 @@ defmodule Plugboard.Nx.Emitter do
 
     text =
       IO.iodata_to_binary([
-        "module @plugboard_nx {\n",
+        "module @plugboard_nx #{if a = annotations[:module], do: "attributes #{a} "}{\n",
+        Map.get(annotations, :preamble, []),
         "  func.func public @main(#{signature}) -> (#{Enum.join(result_types, ", ")}) {\n",
         st.lines |> Enum.reverse(),
         ret,
