@@ -3,7 +3,9 @@
 # Plugboard.Release.embed/1 (cpu + cuda13 + rocm7 from the wheels folder, offline, plus a fault target
 # from PLUGBOARD_EXTRA_TARGETS), then booted and run from inside the release:
 #   - the boot chooses cpu, and the report says why not cuda13, rocm7 and the fault target;
-#   - the demo runs a program with the print hook and a blocking Elixir host callback (real values);
+#   - the demo runs a program with the print hook and a blocking Elixir host callback (real values),
+#     and with Nx and Axon: an MLP and an Axon CNN trained on the target, the CNN saved, read back and
+#     served through a named Nx.Serving that batches concurrent requests;
 #   - PLUGBOARD_TARGET=cuda13 and PLUGBOARD_TARGET=nosuch fail the boot loudly (non-zero exit, reason);
 #   - the booted release considers only its bundle: PLUGBOARD_PLUGIN_PATH / PJRT_NAMES_AND_LIBRARY_PATHS
 #     add no candidate (issue 24);
@@ -83,7 +85,7 @@ done
 if [ -f "$work/lock.before" ] && cmp -s "$lock" "$work/lock.before"; then pass "the sample's plugboard.lock is enforced and left unchanged"; else fail "plugboard.lock changed or is missing"; fi
 
 # --- 2. the default boot: cpu chosen, the report says why not the others; the demo -------------------
-(cd "$rel" && timeout 120 bin/compute eval 'Compute.Demo.main()') > "$work/demo.log" 2>&1; rc=$?
+(cd "$rel" && COMPUTE_MODEL_DIR=$work timeout 300 bin/compute eval 'Compute.Demo.main()') > "$work/demo.log" 2>&1; rc=$?
 [ $rc -eq 0 ] && pass "bin/compute eval 'Compute.Demo.main()' exits 0" || fail "the demo exited $rc"
 has "$work/demo.log" "chosen: cpu (" "the boot chose cpu"
 has "$work/demo.log" "policy: priority (accelerators before CPU)" "by the manifest's priorities"
@@ -117,6 +119,24 @@ if [ -n "${PLUGBOARD_HEX_MIRROR:-}" ]; then
     awk '{ if ($(NF-2) + 0 > $NF + 0) exit 0; exit 1 }' <<< "$loss" && pass "the Nx job's loss went down" || fail "the Nx job's loss did not go down: $loss"
   else
     fail "no Nx job output in the demo"; tail -n 20 "$work/demo.log" | sed 's/^/    | /'
+  fi
+  # The Axon job: a CNN trained with Axon.Loop on the booted target, evaluated on held-back data,
+  # saved, read back and served through a named Nx.Serving that batches concurrent requests.
+  if axon=$(grep -o "axon: CNN on cpu .*held-back loss [0-9.e-]* -> [0-9.e-]*, accuracy [0-9.e-]* -> [0-9.e-]*" "$work/demo.log"); then
+    pass "the Axon job trained a CNN in the release (${axon#axon: })"
+    read -r l0 l1 a0 a1 <<< "$(sed -E 's/.*loss ([0-9.e-]+) -> ([0-9.e-]+), accuracy ([0-9.e-]+) -> ([0-9.e-]+)/\1 \2 \3 \4/' <<< "$axon")"
+    awk -v a="$l0" -v b="$l1" 'BEGIN { exit !(b < a / 2) }' && pass "its held-back loss fell below half ($l0 -> $l1)" || fail "the Axon job's held-back loss did not halve: $l0 -> $l1"
+    awk -v a="$a0" -v b="$a1" 'BEGIN { exit !(b > a && b >= 0.5) }' && pass "its held-back accuracy rose to at least 0.5 of 10 classes ($a0 -> $a1)" || fail "the Axon job's accuracy: $a0 -> $a1"
+  else
+    fail "no Axon job output in the demo"; tail -n 20 "$work/demo.log" | sed 's/^/    | /'
+  fi
+  [ -s "$work/digits_cnn.nx" ] && pass "the trained parameters were saved (COMPUTE_MODEL_DIR/digits_cnn.nx, $(stat -c %s "$work/digits_cnn.nx") bytes)" || fail "no saved parameters in $work/digits_cnn.nx"
+  has "$work/demo.log" "and read back" "the saved parameters were read back"
+  if served=$(grep -o "Compute.Digits answered 64 concurrent requests in [0-9]* batches (batch_size 16, 64 images); answers equal the direct prediction: true" "$work/demo.log"); then
+    n=$(awk '{ print $7 }' <<< "$served")
+    [ "$n" -lt 64 ] && pass "Nx.Serving batched 64 concurrent requests into $n batches, answers equal to the direct prediction" || fail "Nx.Serving did not batch: $served"
+  else
+    fail "the named serving's answers are missing or differ from the direct prediction"; grep "Compute.Digits" "$work/demo.log" | sed 's/^/    | /'
   fi
 fi
 

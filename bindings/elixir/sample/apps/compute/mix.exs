@@ -7,15 +7,21 @@ defmodule Compute.MixProject do
      deps: [{:plugboard, path: "../../../plugboard"}] ++ nx()]
   end
 
-  # The Nx job (Compute.NxJob) needs Nx 0.13 (so Elixir 1.17 or later): from Hex, or from the folder
-  # of Hex packages that PLUGBOARD_HEX_MIRROR names. Without them the release is built without it.
+  # The Nx jobs (Compute.NxJob, Compute.AxonJob) need Nx 0.13 and Axon 0.8 (so Elixir 1.17 or later):
+  # from Hex, or from the folder of Hex packages that PLUGBOARD_HEX_MIRROR names (its nx/, axon/,
+  # polaris/ and their neighbours). Without them the release is built without the jobs.
   defp nx do
+    mirror = System.get_env("PLUGBOARD_HEX_MIRROR")
+
     cond do
       not Version.match?(System.version(), ">= 1.17.0") ->
         []
 
-      System.get_env("PLUGBOARD_HEX_MIRROR") not in [nil, ""] or Code.ensure_loaded?(Hex) ->
-        [{:plugboard_nx, path: "../../../plugboard_nx"}]
+      mirror not in [nil, ""] ->
+        [{:plugboard_nx, path: "../../../plugboard_nx"}, {:axon, path: Path.expand("axon", mirror)}]
+
+      Code.ensure_loaded?(Hex) ->
+        [{:plugboard_nx, path: "../../../plugboard_nx"}, {:axon, "~> 0.8"}]
 
       true ->
         []

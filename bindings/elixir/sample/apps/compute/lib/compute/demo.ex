@@ -92,8 +92,8 @@ defmodule Compute.Demo do
     ]
     [y] = Plugboard.run!(model, args)
     IO.puts("model: " <> format(Plugboard.to_host(y) |> elem(1)))
-    # Compute.NxJob exists when the release was built with Nx.
-    if Code.ensure_loaded?(Compute.NxJob), do: apply(Compute.NxJob, :run, [client])
+    # Compute.NxJob and Compute.AxonJob exist when the release was built with Nx and Axon.
+    for job <- [Compute.NxJob, Compute.AxonJob], Code.ensure_loaded?(job), do: apply(job, :run, [client])
     :ok
   end
 
