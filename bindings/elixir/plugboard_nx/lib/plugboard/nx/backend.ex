@@ -169,7 +169,9 @@ defmodule Plugboard.Nx.Backend do
 
   ## Operations: each one a jitted program over Nx.Defn.Expr
 
-  # The program runs where its first device tensor lives (client and device).
+  # The program runs where its first device tensor lives (client and device). An operation may run
+  # while a defn is being traced (code in it computing on a tensor it closes over): it is a
+  # compilation of its own (on_conflict: :force), not part of the traced one.
   defp jit(args, fun) do
     opts =
       case placement(args) do
@@ -178,7 +180,7 @@ defmodule Plugboard.Nx.Backend do
         {client, device} -> [client: client, device_id: device]
       end
 
-    Nx.Defn.jit_apply(fun, args, [compiler: Plugboard.Nx] ++ opts)
+    Nx.Defn.jit_apply(fun, args, [compiler: Plugboard.Nx, on_conflict: :force] ++ opts)
   end
 
   defp client_of(args) do
