@@ -4,7 +4,8 @@
 #
 # Nx comes from Hex (~> 0.13; needs Elixir 1.17 or later) or, where Hex cannot be reached, from a
 # folder of Hex packages as sources: PLUGBOARD_HEX_MIRROR=DIR (DIR/nx with its neighbours complex/
-# and telemetry/, as ../shared/vendor/hex-nx0.13 lays them out; see the README).
+# and telemetry/, and for the tests axon/ and polaris/, as ../shared/vendor/hex-nx0.13 lays them
+# out; see the README).
 defmodule PlugboardNx.MixProject do
   use Mix.Project
 
@@ -26,19 +27,26 @@ defmodule PlugboardNx.MixProject do
   defp elixirc_paths(:test), do: ["lib", "test/support"]
   defp elixirc_paths(_), do: ["lib"]
 
+  # Axon and Polaris only for the tests (test/axon_test.exs: Nx software nobody here wrote, on
+  # plugboard).
   defp deps do
-    [{:plugboard, path: "../plugboard"}, nx()]
+    [
+      {:plugboard, path: "../plugboard"},
+      hex_package(:nx, "~> 0.13", []),
+      hex_package(:axon, "~> 0.8", only: :test),
+      hex_package(:polaris, "~> 0.1", only: :test)
+    ]
   end
 
-  defp nx do
+  defp hex_package(name, requirement, opts) do
     case System.get_env("PLUGBOARD_HEX_MIRROR") do
       dir when dir in [nil, ""] ->
-        {:nx, "~> 0.13"}
+        {name, requirement, opts}
 
       dir ->
-        path = Path.expand("nx", dir)
-        File.dir?(path) || Mix.raise("PLUGBOARD_HEX_MIRROR=#{dir}: no nx folder there (#{path})")
-        {:nx, path: path}
+        path = Path.expand(Atom.to_string(name), dir)
+        File.dir?(path) || Mix.raise("PLUGBOARD_HEX_MIRROR=#{dir}: no #{name} folder there (#{path})")
+        {name, [path: path] ++ opts}
     end
   end
 end
