@@ -2,8 +2,8 @@
 # The Elixir packages' tests: :plugboard's ExUnit on the three real CPU plugins (bindings/elixir/plugboard,
 # on Debian's Elixir, then on Elixir >= 1.17: scripts/elixir_toolchain.sh), then the end-to-end
 # release test (the sample app's compute release built, booted and run here, with its Nx job when
-# Nx can be had), then Nx on plugboard (bindings/elixir/plugboard_nx: its tests and Nx's own suite, on
-# Elixir >= 1.17 with Nx 0.13 from PLUGBOARD_HEX_MIRROR or Hex).
+# Nx can be had), then Nx on plugboard (bindings/elixir/plugboard_nx: its tests, Nx's own suite and
+# Axon's own suite twice, on Elixir >= 1.17 with Nx 0.13 and Axon from PLUGBOARD_HEX_MIRROR).
 # Uses the C++ build in BUILD_DIR (default build/): its install tree becomes the package's native
 # library (PLUGBOARD_PREFIX), its fault plugins the tests' (PLUGBOARD_FAULT_DIR).
 #
@@ -77,7 +77,13 @@ if [ -n "$mirror" ]; then
   (cd "$root/bindings/elixir/plugboard_nx" && with_nx_elixir env MIX_ENV=test MIX_BUILD_ROOT="$nx_build" mix test)
   echo "[elixir] Nx's own suite with Plugboard.Nx as the default compiler"
   (cd "$root/bindings/elixir/plugboard_nx" && with_nx_elixir env MIX_BUILD_ROOT="$nx_build" test/nx_suite/run.sh --timeout 60000)
+  # Axon's own suite (its sources from the mirror), unchanged but for the defaults: no failure beyond
+  # the Evaluator's (test/axon_suite/*.txt, by test name).
+  echo "[elixir] Axon's own suite with Plugboard.Nx as the default compiler"
+  (cd "$root/bindings/elixir/plugboard_nx" && with_nx_elixir env MIX_BUILD_ROOT="$nx_build" test/axon_suite/run.sh compiler)
+  echo "[elixir] Axon's own suite with Plugboard.Nx.Backend as the default backend (and Plugboard.Nx as the compiler)"
+  (cd "$root/bindings/elixir/plugboard_nx" && with_nx_elixir env MIX_BUILD_ROOT="$nx_build" test/axon_suite/run.sh backend)
 else
-  echo "[elixir] SKIPPED bindings/elixir/plugboard_nx: no Hex mirror (set PLUGBOARD_HEX_MIRROR to a folder holding nx/, complex/ and telemetry/, such as ../shared/vendor/hex-nx0.13) or no Elixir >= 1.17 (PLUGBOARD_ELIXIR_SRC)"
+  echo "[elixir] SKIPPED bindings/elixir/plugboard_nx, Nx's and Axon's own suites: no Hex mirror (set PLUGBOARD_HEX_MIRROR to a folder holding nx/, complex/, telemetry/, axon/ and polaris/, such as ../shared/vendor/hex-nx0.13) or no Elixir >= 1.17 (PLUGBOARD_ELIXIR_SRC)"
 fi
 echo "[elixir] all tests passed"
