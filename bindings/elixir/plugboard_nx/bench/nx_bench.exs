@@ -9,22 +9,7 @@
 #     through the Evaluator, and the emitter's time for that step's module (no compile).
 #
 #   mix run bench/nx_bench.exs    (from bindings/elixir/plugboard_nx; bench/nx_bench.sh sets it up)
-defmodule Bench do
-  def median(list), do: list |> Enum.sort() |> Enum.at(div(length(list), 2))
-
-  # Median microseconds per call of each function, interleaved rounds of `n` calls.
-  def interleaved(funs, n, rounds) do
-    Enum.each(funs, fn {_, f} -> for _ <- 1..n, do: f.() end)
-
-    times =
-      for _ <- 1..rounds, {name, f} <- funs do
-        {t, _} = :timer.tc(fn -> for _ <- 1..n, do: f.() end)
-        {name, t / n}
-      end
-
-    for {name, _} <- funs, into: %{}, do: {name, times |> Enum.filter(&(elem(&1, 0) == name)) |> Enum.map(&elem(&1, 1)) |> median()}
-  end
-end
+Code.require_file("bench_helpers.exs", __DIR__)
 
 defmodule Bench.Callback do
   def identity(t, _opts), do: t
@@ -48,7 +33,7 @@ defmodule Bench.MLP do
   end
 end
 
-plugin = System.get_env("PLUGBOARD_BENCH_PLUGIN") || Path.join(System.user_home!(), ".cache/plugboard/deps/files/xla_cpu_081/xla_cpu_pjrt.so")
+plugin = Bench.plugin()
 {:ok, client} = Plugboard.open(plugin)
 IO.puts("plugin: #{plugin}")
 

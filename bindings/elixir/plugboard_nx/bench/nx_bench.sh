@@ -1,19 +1,9 @@
 #!/usr/bin/env bash
 # Nx on plugboard's benchmarks (bench/nx_bench.exs) on each CPU plugin, with the environment the
-# tests use: PLUGBOARD_PREFIX (an installed plugboard; default build/elixir-prefix after
-# scripts/test_elixir.sh), PLUGBOARD_HEX_MIRROR (default ../shared/vendor/hex-nx0.13 beside the repository), on an Elixir >= 1.17
-# (scripts/elixir_toolchain.sh).
+# tests use (bench/env.sh).
 set -euo pipefail
-here=$(cd "$(dirname "$0")/.." && pwd)
-root=$(cd "$here/../../.." && pwd)
-export PLUGBOARD_PREFIX=${PLUGBOARD_PREFIX:-$root/build/elixir-prefix}
-export PLUGBOARD_HEX_MIRROR=${PLUGBOARD_HEX_MIRROR:-$(cd "$root/../shared/vendor/hex-nx0.13" 2>/dev/null && pwd)}
-. "$root/scripts/elixir_toolchain.sh"
-PATH="$(modern_elixir_bin "$root"):$PATH"
-export MIX_HOME=${MIX_HOME:-$root/build/mix-home-modern}
-deps=${PLUGBOARD_DEPS_DIR:-$HOME/.cache/plugboard/deps}
-cd "$here"
-for p in xla_cpu_081/xla_cpu_pjrt.so xla_cpu_106/libpjrt_cpu.so xla_cpu_115/pjrt_c_api_cpu_plugin.so; do
-  PLUGBOARD_BENCH_PLUGIN="$deps/files/$p" MIX_ENV=prod mix run bench/nx_bench.exs 2>&1 | grep -v "^[EW]0000"
+. "$(dirname "$0")/env.sh"
+for p in "${bench_plugins[@]}"; do
+  PLUGBOARD_BENCH_PLUGIN="$p" MIX_ENV=prod mix run bench/nx_bench.exs 2>&1 | grep -v "^[EW]0000"
   echo
 done

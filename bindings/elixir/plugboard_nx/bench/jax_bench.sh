@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Plugboard.Nx against JAX 0.10.2 on the same four models (bench/jax_bench.exs) on each CPU plugin:
+# steady-state step and first call (compile) timed in interleaved rounds, Plugboard.Nx and JAX's
+# worker pinned to the same cores (JAXBENCH_CPUS, default all of them: taskset, which the worker
+# inherits), ratios Plugboard.Nx / JAX printed per plugin.
+#
+#   bindings/elixir/plugboard_nx/bench/jax_bench.sh [--models mlp,cnn,transformer,add] [--rounds N]
+#   bindings/elixir/plugboard_nx/bench/jax_bench.sh --fixtures   (rewrites bench/fixtures/jax_tiny)
+#
+# JAX goes into a virtual environment (JAXBENCH_VENV, default build/bench-venv, as
+# scripts/bench_callbacks.sh's) from the wheels pinned in bench/requirements-jax.txt, once.
+# The environment otherwise is the tests' (bench/env.sh).
+set -euo pipefail
+. "$(dirname "$0")/env.sh"
+venv=${JAXBENCH_VENV:-$root/build/bench-venv}
+if ! "$venv/bin/python" -c "import jax" 2>/dev/null; then
+  echo "[jax_bench] installing JAX 0.10.2 into $venv" >&2
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --require-hashes --only-binary=:all: -r "$root/bench/requirements-jax.txt"
+fi
+export JAXBENCH_PYTHON="$venv/bin/python"
+# First calls are timed compiling: not loading from plugboard's persistent compile cache.
+export PLUGBOARD_COMPILE_CACHE=off
+cpus=${JAXBENCH_CPUS:-0-$(($(nproc) - 1))}
+if [ "${1:-}" = "--fixtures" ]; then
+  # JAX's outputs do not depend on the plugin: written once, then each plugin checked against them.
+  PLUGBOARD_BENCH_PLUGIN="${bench_plugins[0]}" MIX_ENV=prod mix run bench/jax_bench.exs --fixtures 2>&1 | grep -v "^[EW]0000"
+  for p in "${bench_plugins[@]:1}"; do
+    PLUGBOARD_BENCH_PLUGIN="$p" MIX_ENV=prod mix run bench/jax_bench.exs --check 2>&1 | grep -v "^[EW]0000"
+  done
+  exit 0
+fi
+for p in "${bench_plugins[@]}"; do
+  PLUGBOARD_BENCH_PLUGIN="$p" MIX_ENV=prod taskset -c "$cpus" mix run bench/jax_bench.exs "$@" 2>&1 | grep -v "^[EW]0000"
+  echo
+done
