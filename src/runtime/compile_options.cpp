@@ -3,6 +3,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -19,6 +20,15 @@ std::map<std::string, XlaOptionValue> jax_numerics_options() {
 }
 
 CompileOptions::CompileOptions() : xla_options(jax_numerics_options()) {}
+
+std::string_view partitioner_name(Partitioner p) {
+  switch (p) {
+    case Partitioner::kNone: return "none";
+    case Partitioner::kGspmd: return "GSPMD (mhlo.sharding)";
+    case Partitioner::kShardy: return "Shardy (sdy dialect)";
+  }
+  return "none";
+}
 
 CompileOptions CompileOptions::plugin_defaults() {
   CompileOptions o;
@@ -92,11 +102,68 @@ Status CompileOptions::set_from_text(std::string_view assignment) {
   return ok();
 }
 
+namespace {
+// Replicas or partitions: far above any machine's device count, and small enough that their product
+// fits the proto's int32.
+constexpr int64_t kMost = 1 << 15;
+bool counts_in_range(int64_t replicas, int64_t partitions) {
+  return replicas >= 1 && replicas <= kMost && partitions >= 1 && partitions <= kMost;
+}
+}  // namespace
+
+Status CompileOptions::check() const {
+  if (num_replicas < 1 || num_replicas > kMost)
+    return invalid_argument("num_replicas must be between 1 and " + std::to_string(kMost) + ", got " +
+                            std::to_string(num_replicas));
+  if (num_partitions < 1 || num_partitions > kMost)
+    return invalid_argument("num_partitions must be between 1 and " + std::to_string(kMost) + ", got " +
+                            std::to_string(num_partitions));
+  if (num_partitions > 1 && partitioner == Partitioner::kNone)
+    return invalid_argument("num_partitions " + std::to_string(num_partitions) +
+                            " needs a partitioner (GSPMD or Shardy) to split the program over the devices");
+  const int64_t devices = num_replicas * num_partitions;
+  if (portable && devices > 1)
+    return invalid_argument("a portable program runs on one device; num_replicas * num_partitions is " +
+                            std::to_string(devices));
+  if (portable && !device_ids.empty()) return invalid_argument("a portable program has no device assignment");
+  if (!device_ids.empty()) {
+    if (static_cast<int64_t>(device_ids.size()) != devices)
+      return invalid_argument("the device assignment names " + std::to_string(device_ids.size()) + " device(s), " +
+                              "num_replicas * num_partitions is " + std::to_string(devices));
+    for (size_t i = 0; i < device_ids.size(); ++i) {
+      if (device_ids[i] < 0)
+        return invalid_argument("device id " + std::to_string(device_ids[i]) + " in the device assignment is negative");
+      if (std::find(device_ids.begin(), device_ids.begin() + static_cast<std::ptrdiff_t>(i), device_ids[i]) !=
+          device_ids.begin() + static_cast<std::ptrdiff_t>(i))
+        return invalid_argument("device id " + std::to_string(device_ids[i]) + " appears twice in the device assignment");
+    }
+  }
+  return ok();
+}
+
 std::string CompileOptions::serialize() const {
   xla_subset::CompileOptionsProto proto;
   auto* build = proto.mutable_executable_build_options();
   build->set_num_replicas(num_replicas);
   build->set_num_partitions(num_partitions);
+  if (partitioner != Partitioner::kNone) {
+    build->set_use_spmd_partitioning(true);
+    if (partitioner == Partitioner::kShardy) build->set_use_shardy_partitioner(true);
+    // One value: it holds for every output.
+    build->add_allow_spmd_sharding_propagation_to_output(true);
+  }
+  // check() refuses a list of another size; serialize() never reads past it either way.
+  if (!device_ids.empty() && counts_in_range(num_replicas, num_partitions) &&
+      static_cast<int64_t>(device_ids.size()) == num_replicas * num_partitions) {
+    auto* assignment = build->mutable_device_assignment();
+    assignment->set_replica_count(static_cast<int32_t>(num_replicas));
+    assignment->set_computation_count(static_cast<int32_t>(num_partitions));
+    for (int64_t p = 0; p < num_partitions; ++p) {
+      auto* computation = assignment->add_computation_devices();
+      for (int64_t r = 0; r < num_replicas; ++r)
+        computation->add_replica_device_ids(device_ids[static_cast<size_t>(r * num_partitions + p)]);
+    }
+  }
   if (portable) proto.set_compile_portable_executable(true);
   for (const auto& [name, value] : xla_options) {
     xla_subset::OptionOverrideProto& o = (*proto.mutable_env_option_overrides())[name];

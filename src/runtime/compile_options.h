@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "base/status.h"
 
@@ -18,9 +19,25 @@ namespace plugboard {
 
 using XlaOptionValue = std::variant<bool, int64_t, double, std::string>;
 
+// How XLA splits one program over num_partitions devices (SPMD: every device runs the same program on
+// its part of the data; XLA inserts the collectives). ExecutableBuildOptionsProto's
+// use_spmd_partitioning and use_shardy_partitioner.
+enum class Partitioner {
+  kNone,    // no partitioning: num_partitions must be 1
+  kGspmd,   // XLA's GSPMD partitioner, driven by `mhlo.sharding` attributes
+  kShardy,  // Shardy, driven by the `sdy` dialect (`sdy.mesh`, `sdy.sharding`)
+};
+// "none", "GSPMD (mhlo.sharding)", "Shardy (sdy dialect)": for messages.
+std::string_view partitioner_name(Partitioner p);
+
 struct CompileOptions {
   int64_t num_replicas = 1;
   int64_t num_partitions = 1;
+  Partitioner partitioner = Partitioner::kNone;
+  // The devices the program runs on, as global device ids (DeviceInfo::id), replica-major:
+  // device_ids[r * num_partitions + p] runs partition p of replica r. Empty: the plugin's default
+  // assignment (its first num_replicas * num_partitions devices, in order).
+  std::vector<int64_t> device_ids;
   // A portable executable (CompileOptionsProto.compile_portable_executable) is compiled without a
   // device assignment and may run on any addressable device (ExecuteOptions::device).
   bool portable = false;
@@ -40,7 +57,13 @@ struct CompileOptions {
   // the text as it is (never refused; the plugin says whether it knows the option).
   Status set_from_text(std::string_view assignment);
 
-  // The serialized xla.CompileOptionsProto.
+  // INVALID_ARGUMENT naming the option for options that cannot go together: a count below 1, several
+  // partitions without a partitioner, a portable program on several devices, a device list of
+  // another size than num_replicas * num_partitions or naming a device twice.
+  Status check() const;
+
+  // The serialized xla.CompileOptionsProto. With a partitioner, the outputs' shardings are left to
+  // XLA's propagation where the program does not annotate them (allow_spmd_sharding_propagation_to_output).
   std::string serialize() const;
 };
 

@@ -30,6 +30,21 @@ Status check_stablehlo_version(const Plugin& plugin, const Program& program) {
   return ok();
 }
 
+// Shardings the partitioner would not read. Found on the CPU plugins (tests/partitioned_execute_test):
+// a program whose only shardings are GSPMD's (`mhlo.sharding`) compiled with the Shardy partitioner
+// is not split at all by XLA 0.81 and 0.106 (every device runs the whole program on whole arrays)
+// and aborts the process in 0.115 (a CHECK in its Shardy import: "Expected HloShardingV3"). The
+// other way round, `sdy` shardings with the GSPMD partitioner, all three split as written.
+Status check_sharding_form(const Plugin& plugin, const Program& program, const CompileOptions& options) {
+  if (options.partitioner != Partitioner::kShardy) return ok();
+  const std::string& bytes = program.bytes();
+  if (bytes.find("mhlo.sharding") == std::string::npos || bytes.find("sdy.") != std::string::npos) return ok();
+  return invalid_argument("program " + program.name() + " carries GSPMD shardings (mhlo.sharding) and none of Shardy's (sdy dialect): " +
+                          "the Shardy partitioner does not read them (plugin " + plugin.path().string() +
+                          " would not split the program, or abort); compile it with the GSPMD partitioner, or annotate "
+                          "it with sdy.mesh and sdy.sharding");
+}
+
 }  // namespace
 
 PJRT_Program pjrt_program_of(const Program& program) {
@@ -46,8 +61,13 @@ Expected<std::shared_ptr<Executable>> compile(std::shared_ptr<const Client> clie
                                               const CompileOptions& options) {
   const Plugin& plugin = client->plugin();
   const abi::Api& api = plugin.api();
-  const std::string doing = "compiling " + program.name() + " with " + plugin.path().string();
+  std::string doing = "compiling " + program.name() + " with " + plugin.path().string();
   PB_RETURN_IF_ERROR(annotate(check_stablehlo_version(plugin, program), doing));
+  PB_RETURN_IF_ERROR(annotate(options.check(), doing));
+  PB_RETURN_IF_ERROR(annotate(check_sharding_form(plugin, program, options), doing));
+  if (options.partitioner != Partitioner::kNone)
+    doing += " for " + std::to_string(options.num_replicas * options.num_partitions) + " device(s), partitioner " +
+             std::string(partitioner_name(options.partitioner));
 
   const std::string serialized = options.serialize();
   PJRT_Program pjrt_program = pjrt_program_of(program);
@@ -95,6 +115,7 @@ Expected<std::shared_ptr<Executable>> adopt_loaded(std::shared_ptr<const Client>
   } else {
     PB_RETURN_IF_ERROR(describe(api, *exe, doing));
   }
+  if (!portable) PB_RETURN_IF_ERROR(exe->query_devices(doing));
   for (size_t i = 0; i < exe->signature_.parameters.size(); ++i)
     exe->all_arg_indices_.push_back(static_cast<int64_t>(i));
   return std::shared_ptr<Executable>(std::move(exe));
@@ -217,11 +238,48 @@ bool same_dims(const Dims& a, const Dims& b) {
 }
 }  // namespace
 
+Status Executable::query_devices(const std::string& doing) {
+  const abi::Api& api = client_->plugin().api();
+  devices_ = {0};  // where a plugin cannot tell: the program runs where it was compiled for
+  if (!PB_PJRT_HAS(api, PJRT_LoadedExecutable_AddressableDevices)) return ok();
+  auto args = PB_PJRT_ARGS(PJRT_LoadedExecutable_AddressableDevices_Args);
+  args.executable = loaded_;
+  if (!PB_PJRT_CALL(api, PJRT_LoadedExecutable_AddressableDevices, args)) return ok();
+  constexpr std::string_view kFunction = "PJRT_LoadedExecutable_AddressableDevices";
+  PB_ASSIGN_OR_RETURN(std::span<PJRT_Device* const> listed,
+                      annotate(plugin_output::list(api, kFunction, "addressable_devices",
+                                                   static_cast<PJRT_Device* const*>(args.addressable_devices),
+                                                   args.num_addressable_devices),
+                               doing));
+  if (listed.empty()) return ok();
+  std::vector<int> devices;
+  for (size_t k = 0; k < listed.size(); ++k) {
+    int index = -1;
+    for (size_t i = 0; i < client_->devices().size(); ++i)
+      if (client_->device_handle(static_cast<int>(i)) == listed[k]) index = static_cast<int>(i);
+    if (index < 0)
+      return std::unexpected(plugin_output::bad_output(api, kFunction,
+                                                       "device " + std::to_string(k) +
+                                                           ", which is none of the client's addressable devices")
+                                 .annotate(doing));
+    devices.push_back(index);
+  }
+  devices_ = std::move(devices);
+  return ok();
+}
+
 Status Executable::check_args(std::span<Buffer* const> args, const ExecuteOptions& options) const {
-  const auto& params = signature_.parameters;
   if (options.device < 0 || static_cast<size_t>(options.device) >= client_->devices().size())
     return invalid_argument("device " + std::to_string(options.device) + " out of range: " + client_->label() +
                             " has " + std::to_string(client_->devices().size()) + " addressable device(s)");
+  if (devices_.size() > 1)
+    return invalid_argument(name_ + " was compiled for " + std::to_string(devices_.size()) +
+                            " devices: run it on all of them at once (execute_partitioned), one argument list per device");
+  return check_list(args, options, options.device);
+}
+
+Status Executable::check_list(std::span<Buffer* const> args, const ExecuteOptions& options, int device) const {
+  const auto& params = signature_.parameters;
   if (signature_.parameters_known && args.size() != params.size())
     return invalid_argument(name_ + " takes " + std::to_string(params.size()) + " argument(s), " +
                             std::to_string(args.size()) + " given");
@@ -231,7 +289,7 @@ Status Executable::check_args(std::span<Buffer* const> args, const ExecuteOption
   const bool typed = signature_.parameters_known;
   for (size_t i = 0; i < args.size(); ++i) {
     const Buffer* b = args[i];
-    if (b && b->valid() && b->client_.get() == self && b->device_index_ == options.device &&
+    if (b && b->valid() && b->client_.get() == self && b->device_index_ == device &&
         (!typed || (b->dtype_ == params[i].dtype && same_dims(b->dims_, params[i].dims))))
       continue;
     auto which = [&] { return "argument " + std::to_string(i) + " of " + name_; };
@@ -239,9 +297,9 @@ Status Executable::check_args(std::span<Buffer* const> args, const ExecuteOption
     if (!b->valid()) return invalid_argument(which() + " is an empty buffer (moved from, or donated to an earlier execution)");
     if (b->client().get() != self)
       return invalid_argument(which() + " belongs to another client (" + b->client()->label() + "), not " + client_->label());
-    if (b->device_index() != options.device)
+    if (b->device_index() != device)
       return invalid_argument(which() + " is on device " + std::to_string(b->device_index()) +
-                              "; the execution runs on device " + std::to_string(options.device));
+                              "; the execution runs on device " + std::to_string(device));
     return invalid_argument(which() + ": expected " + params[i].to_string() + ", given " + b->shape_string());
   }
   for (int d : options.donate) {
@@ -267,6 +325,27 @@ Status Executable::check_args(std::span<Buffer* const> args, const ExecuteOption
   return ok();
 }
 
+Status Executable::execute_options(size_t num_args, const ExecuteOptions& options, PJRT_ExecuteOptions& opts,
+                                   std::vector<int64_t>& scratch) const {
+  opts.context = options.context;
+  if (!opts.context && client_->plugin().needs_execute_context()) {  // see Plugin::require_execute_context
+    auto shared = client_->empty_execute_context();
+    if (!shared) return std::unexpected(std::move(shared).error().annotate("executing " + name_));
+    opts.context = *shared;
+  }
+  if (options.donate.empty() && num_args <= all_arg_indices_.size()) {
+    opts.non_donatable_input_indices = all_arg_indices_.data();
+    opts.num_non_donatable_input_indices = std::min(all_arg_indices_.size(), num_args);
+  } else {
+    for (size_t i = 0; i < num_args; ++i)
+      if (options.donate.empty() || std::find(options.donate.begin(), options.donate.end(), static_cast<int>(i)) == options.donate.end())
+        scratch.push_back(static_cast<int64_t>(i));
+    opts.non_donatable_input_indices = scratch.data();
+    opts.num_non_donatable_input_indices = scratch.size();
+  }
+  return ok();
+}
+
 Status Executable::launch(std::span<Buffer* const> args, const ExecuteOptions& options, PJRT_Buffer** out_list,
                           PJRT_Event** complete) const {
   PB_RETURN_IF_ERROR(check_args(args, options));
@@ -282,22 +361,7 @@ Status Executable::launch(std::span<Buffer* const> args, const ExecuteOptions& o
 
   std::vector<int64_t> non_donatable;
   auto opts = PB_PJRT_ARGS(PJRT_ExecuteOptions);
-  opts.context = options.context;
-  if (!opts.context && client_->plugin().needs_execute_context()) {  // see Plugin::require_execute_context
-    auto shared = client_->empty_execute_context();
-    if (!shared) return std::unexpected(std::move(shared).error().annotate("executing " + name_));
-    opts.context = *shared;
-  }
-  if (options.donate.empty() && args.size() <= all_arg_indices_.size()) {
-    opts.non_donatable_input_indices = all_arg_indices_.data();
-    opts.num_non_donatable_input_indices = std::min(all_arg_indices_.size(), args.size());
-  } else {
-    for (size_t i = 0; i < args.size(); ++i)
-      if (options.donate.empty() || std::find(options.donate.begin(), options.donate.end(), static_cast<int>(i)) == options.donate.end())
-        non_donatable.push_back(static_cast<int64_t>(i));
-    opts.non_donatable_input_indices = non_donatable.data();
-    opts.num_non_donatable_input_indices = non_donatable.size();
-  }
+  PB_RETURN_IF_ERROR(execute_options(args.size(), options, opts, non_donatable));
 
   PJRT_Buffer* const* argument_lists[1] = {arg_list};
   PJRT_Buffer** output_lists[1] = {out_list};
@@ -319,7 +383,8 @@ Status Executable::launch(std::span<Buffer* const> args, const ExecuteOptions& o
   return ok();
 }
 
-Status Executable::adopt_outputs(PJRT_Buffer* const* out_list, std::span<Buffer> outputs, int device) const {
+Status Executable::adopt_outputs(PJRT_Buffer* const* out_list, std::span<Buffer> outputs, int device,
+                                 bool dims_from_buffers) const {
   const abi::Api& api = client_->plugin().api();
   const size_t n_out = outputs.size();
   // Every output gets an owner first, so that none leaks when a later one's shape is refused.
@@ -329,7 +394,7 @@ Status Executable::adopt_outputs(PJRT_Buffer* const* out_list, std::span<Buffer>
       return std::unexpected(plugin_output::bad_output(api, "PJRT_LoadedExecutable_Execute",
                                                        "a null buffer for output " + std::to_string(i)));
   for (size_t i = 0; i < n_out; ++i) {
-    if (i < signature_.results_dynamic.size() && !signature_.results_dynamic[i]) {
+    if (!dims_from_buffers && i < signature_.results_dynamic.size() && !signature_.results_dynamic[i]) {
       outputs[i].dims_ = signature_.results[i].dims;
       continue;
     }
@@ -408,6 +473,78 @@ Status Executable::execute_into(std::span<Buffer* const> args, std::vector<Buffe
       return adopted;
     }
     return ok();
+  });
+}
+
+Expected<std::vector<Execution>> Executable::execute_partitioned(std::span<const std::vector<Buffer*>> args,
+                                                                 const ExecuteOptions& options) const noexcept {
+  return no_throw("executing on several devices", [&]() -> Expected<std::vector<Execution>> {
+    const size_t n_dev = devices_.size();
+    if (n_dev == 0)
+      return invalid_argument(name_ + " was compiled portable: it runs on one device at a time, the one "
+                                      "ExecuteOptions::device names (execute)");
+    if (options.device != 0)
+      return invalid_argument(name_ + " runs on the devices it was compiled for; ExecuteOptions::device must be 0, got " +
+                              std::to_string(options.device));
+    if (args.size() != n_dev) {
+      std::string listed;
+      for (int d : devices_) listed += (listed.empty() ? "" : ", ") + std::to_string(d);
+      return invalid_argument(name_ + " runs on " + std::to_string(n_dev) + " device(s) (" + listed + "): " +
+                              std::to_string(args.size()) + " argument list(s) given, one per device expected");
+    }
+    const size_t n_args = args[0].size();
+    for (size_t k = 0; k < n_dev; ++k) {
+      const std::string which = "argument list " + std::to_string(k) + " (device " + std::to_string(devices_[k]) + ")";
+      if (args[k].size() != n_args)
+        return invalid_argument(which + " has " + std::to_string(args[k].size()) + " argument(s), argument list 0 has " +
+                                std::to_string(n_args));
+      PB_RETURN_IF_ERROR(annotate(check_list(args[k], options, devices_[k]), which));
+    }
+
+    const size_t n_out = signature_.results.size();
+    std::vector<std::vector<PJRT_Buffer*>> raw_args(n_dev), raw_outputs(n_dev, std::vector<PJRT_Buffer*>(n_out, nullptr));
+    std::vector<PJRT_Buffer* const*> argument_lists(n_dev);
+    std::vector<PJRT_Buffer**> output_lists(n_dev);
+    for (size_t k = 0; k < n_dev; ++k) {
+      for (Buffer* b : args[k]) raw_args[k].push_back(b->raw());
+      argument_lists[k] = raw_args[k].data();
+      output_lists[k] = raw_outputs[k].data();
+    }
+    std::vector<PJRT_Event*> complete(n_dev, nullptr);
+    // Before the launch: nothing after it may fail for want of memory.
+    std::vector<Execution> result(n_dev);
+    for (Execution& e : result) e.outputs.resize(n_out);
+
+    std::vector<int64_t> non_donatable;
+    auto opts = PB_PJRT_ARGS(PJRT_ExecuteOptions);
+    PB_RETURN_IF_ERROR(execute_options(n_args, options, opts, non_donatable));
+    auto exec = PB_PJRT_ARGS(PJRT_LoadedExecutable_Execute_Args);
+    exec.executable = loaded_;
+    exec.options = &opts;
+    exec.argument_lists = argument_lists.data();
+    exec.num_devices = n_dev;
+    exec.num_args = n_args;
+    exec.output_lists = output_lists.data();
+    exec.device_complete_events = complete.data();
+    const abi::Api& api = client_->plugin().api();
+    if (auto st = PB_PJRT_CALL(api, PJRT_LoadedExecutable_Execute, exec); !st)
+      return std::unexpected(std::move(st).error().annotate("executing " + name_ + " on " + std::to_string(n_dev) + " devices"));
+    for (const auto& list : args)
+      for (int d : options.donate) list[static_cast<size_t>(d)]->reset();
+
+    Status adopted = ok();
+    for (size_t k = 0; k < n_dev; ++k) {
+      result[k].done = Event(client_, complete[k]);
+      // Every device's outputs get owners, even after one device's are refused: none may leak.
+      Status st = adopt_outputs(raw_outputs[k].data(), result[k].outputs, devices_[k], /*dims_from_buffers=*/true);
+      if (!st && adopted) adopted = annotate(std::move(st), "device " + std::to_string(devices_[k]));
+    }
+    if (!adopted) {
+      // The execution is running: an error returned now would let the caller release what it uses.
+      for (Execution& e : result) (void)e.done.await();
+      return std::unexpected(std::move(adopted).error());
+    }
+    return result;
   });
 }
 

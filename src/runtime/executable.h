@@ -15,6 +15,10 @@
 #include "runtime/event.h"
 #include "runtime/pjrt_handles.h"
 
+extern "C" {
+struct PJRT_ExecuteOptions;  // filled by Executable's launches (pjrt_c_api.h)
+}
+
 namespace plugboard {
 
 class Client;
@@ -66,11 +70,12 @@ struct Description {
 struct ExecuteOptions {
   // Indices of the arguments the caller gives up to the execution: the plugin may reuse their memory
   // for outputs (where the program allows it), and the Buffer objects become invalid. Every other
-  // argument is passed as non-donatable and stays valid.
+  // argument is passed as non-donatable and stays valid. In execute_partitioned, the indices hold
+  // for every device's argument list.
   std::vector<int> donate;
   // Index (into client().devices()) of the device to run on. 0 runs where the program was compiled
   // for (the first device); another one needs a program compiled with CompileOptions::portable, and
-  // every argument on that device.
+  // every argument on that device. execute_partitioned takes 0 only (the devices are the program's).
   int device = 0;
   // Per-execution data for the plugin's FFI handlers (host callbacks attach theirs here); not owned,
   // and must outlive the execution. Null: none.
@@ -111,6 +116,20 @@ class Executable : public std::enable_shared_from_this<Executable> {
   Status execute_into(std::span<Buffer* const> args, std::vector<Buffer>& outputs,
                       const ExecuteOptions& options = {}) const noexcept;
 
+  // The devices (indices into client()->devices()) the program was compiled for, in the plugin's
+  // order, which is partition by partition within replica by replica (XLA's executables list them
+  // so): one for a program compiled for one device, num_replicas * num_partitions for an SPMD
+  // program, none for a portable one (it runs where it is told).
+  const std::vector<int>& devices() const { return devices_; }
+  // Runs a program compiled for several devices (CompileOptions::num_partitions, num_replicas) on all
+  // of them at once: args[k] are the arguments for devices()[k], each on that device and of the
+  // signature's types (an SPMD program's parameters are one device's part of each array). Returns
+  // one Execution per device, in the same order, with that device's outputs (dims as the buffers
+  // have them) and its own completion event. A wrong list count, argument or device is an
+  // INVALID_ARGUMENT naming the device and argument; host-callback contexts are not supported here.
+  Expected<std::vector<Execution>> execute_partitioned(std::span<const std::vector<Buffer*>> args,
+                                                       const ExecuteOptions& options = {}) const noexcept;
+
   // The executable as bytes the same plugin build can load again (Client::load_serialized):
   // PJRT_Executable_Serialize. UNIMPLEMENTED (the plugin's error) where the plugin cannot.
   Expected<std::string> serialize() const noexcept;
@@ -125,13 +144,23 @@ class Executable : public std::enable_shared_from_this<Executable> {
   friend Status internal::describe(const abi::Api&, Executable&, const std::string&);
   Executable() = default;
   Status check_args(std::span<Buffer* const> args, const ExecuteOptions& options) const;
+  // Checks one list of arguments for `device` (types, client, device, donation); `which` prefixes messages.
+  Status check_list(std::span<Buffer* const> args, const ExecuteOptions& options, int device) const;
+  // The PJRT_ExecuteOptions of a launch: the context (the client's empty one where the plugin needs
+  // one and none is given) and the non-donatable indices (`scratch` holds them when some are donated).
+  Status execute_options(size_t num_args, const ExecuteOptions& options, PJRT_ExecuteOptions& opts,
+                         std::vector<int64_t>& scratch) const;
+  // Asks the plugin which devices a non-portable executable runs on (devices_).
+  Status query_devices(const std::string& doing);
   // PJRT_LoadedExecutable_Execute of checked arguments; `out_list` (num_outputs() slots) receives the
   // outputs, `complete` the event. A plugin that needs an execute context and is given none gets the
   // client's shared empty one.
   Status launch(std::span<Buffer* const> args, const ExecuteOptions& options, PJRT_Buffer** out_list,
                 PJRT_Event** complete) const;
-  // Gives the launched outputs owners (`outputs`, num_outputs() of them) and their dims.
-  Status adopt_outputs(PJRT_Buffer* const* out_list, std::span<Buffer> outputs, int device) const;
+  // Gives the launched outputs owners (`outputs`, num_outputs() of them) and their dims: the
+  // signature's where it says they are static, unless `dims_from_buffers`, else the buffers'.
+  Status adopt_outputs(PJRT_Buffer* const* out_list, std::span<Buffer> outputs, int device,
+                       bool dims_from_buffers = false) const;
 
   std::shared_ptr<const Client> client_;
   PJRT_LoadedExecutable* loaded_ = nullptr;
@@ -139,6 +168,7 @@ class Executable : public std::enable_shared_from_this<Executable> {
   Signature signature_;
   std::vector<int64_t> all_arg_indices_;  // 0..n-1: the non-donatable list when nothing is donated
   bool portable_ = false;                  // compiled without a device assignment: always run on a named device
+  std::vector<int> devices_;               // see devices()
 };
 
 }  // namespace plugboard
