@@ -571,6 +571,64 @@ TEST_P(FacadeTest, APortableProgramRunsOnAChosenDevice) {
   EXPECT_EQ(exe->execute(args, out_of_range).error().code(), Code::kInvalidArgument);
 }
 
+// x: f32[4] split over two devices (GSPMD); returns 2x (split as x is) and the sum of all of x.
+constexpr char kSplit[] = R"mlir(
+module @split attributes {mhlo.num_partitions = 2 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%x: tensor<4xf32> {mhlo.sharding = "{devices=[2]0,1}"}) -> (tensor<4xf32>, tensor<f32>) {
+    %two = stablehlo.constant dense<2.0> : tensor<4xf32>
+    %y = stablehlo.multiply %x, %two : tensor<4xf32>
+    %zero = stablehlo.constant dense<0.0> : tensor<f32>
+    %s = "stablehlo.reduce"(%x, %zero) <{dimensions = array<i64: 0>}> ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %t = stablehlo.add %a, %b : tensor<f32>
+      stablehlo.return %t : tensor<f32>
+    }) : (tensor<4xf32>, tensor<f32>) -> tensor<f32>
+    return %y, %s : tensor<4xf32>, tensor<f32>
+  }
+}
+)mlir";
+
+TEST_P(FacadeTest, AnSpmdProgramRunsOnItsDevicesAtOnce) {
+  auto opened = Client::open(GetParam().path, {{"cpu_device_count", int64_t{4}}});
+  ASSERT_TRUE(opened) << opened.error().to_string();
+  std::shared_ptr<const Client> four = *opened;
+  auto program = Program::from_bytes(kSplit, "split.mlir");
+  ASSERT_TRUE(program);
+  CompileOptions spmd;
+  spmd.num_partitions = 2;
+  spmd.partitioner = Partitioner::kGspmd;
+  spmd.devices = {2, 0};
+  auto exe = four->compile(*program, spmd);
+  ASSERT_TRUE(exe) << exe.error().to_string();
+  EXPECT_EQ(exe->devices(), (std::vector<int>{2, 0}));
+  const int64_t two[] = {2};
+  const std::vector<float> first{1, 2}, second{3, 4};
+  auto a = four->copy_to_device(bytes_of(first), DType::kF32, two, 2);
+  auto b = four->copy_to_device(bytes_of(second), DType::kF32, two, 0);
+  ASSERT_TRUE(a && b);
+  std::vector<std::vector<Buffer*>> lists = {{&*a}, {&*b}};
+  auto runs = exe->execute_partitioned(lists);
+  ASSERT_TRUE(runs) << runs.error().to_string();
+  ASSERT_EQ(runs->size(), 2u);
+  for (Execution& run : *runs) ASSERT_TRUE(run.await());
+  EXPECT_EQ((*runs)[0].outputs()[0].device(), 2);
+  EXPECT_EQ((*runs)[1].outputs()[0].device(), 0);
+  EXPECT_EQ(floats((*runs)[0].outputs()[0]), (std::vector<float>{2, 4}));
+  EXPECT_EQ(floats((*runs)[1].outputs()[0]), (std::vector<float>{6, 8}));
+  EXPECT_EQ(floats((*runs)[0].outputs()[1]), (std::vector<float>{10}));
+  EXPECT_EQ(floats((*runs)[1].outputs()[1]), (std::vector<float>{10}));
+  // Host callbacks do not cross devices; a device index out of range is named.
+  auto receiver = HostCallbacks::create();
+  ASSERT_TRUE(receiver);
+  ExecuteOptions with_callbacks;
+  with_callbacks.callbacks = *receiver;
+  EXPECT_EQ(exe->execute_partitioned(lists, with_callbacks).error().code(), Code::kInvalidArgument);
+  spmd.devices = {0, 9};
+  auto refused = four->compile(*program, spmd);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message().find("device 9"), std::string::npos) << refused.error().to_string();
+}
+
 INSTANTIATE_TEST_SUITE_P(CpuPlugins, FacadeTest, ::testing::ValuesIn(cpu_plugins()),
                          [](const auto& info) { return info.param.name; });
 

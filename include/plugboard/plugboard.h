@@ -161,6 +161,16 @@ class Program {
   std::shared_ptr<const Impl> impl_;
 };
 
+// How XLA splits one program over several devices (SPMD: each device runs the program on its part
+// of the arrays; XLA inserts the collectives between them). Each reads its own form of sharding
+// annotations in the program; which forms a plugin accepts depends on its XLA build (README: "Many
+// devices").
+enum class Partitioner {
+  kNone,    // one device
+  kGspmd,   // GSPMD: `mhlo.sharding` attributes (and module attributes mhlo.num_partitions)
+  kShardy,  // Shardy: the `sdy` dialect (`sdy.mesh`, `sdy.sharding` attributes)
+};
+
 struct CompileOptions {
   // XLA options as "name=value" (typed by XLA's DebugOptions: see `plugboard run --xla-option`).
   std::vector<std::string> xla_options;
@@ -169,6 +179,14 @@ struct CompileOptions {
   // Compile without a device assignment, so that the executable may run on any addressable device
   // (ExecuteOptions::device).
   bool portable = false;
+  // SPMD: XLA splits the program into num_partitions parts by its sharding annotations, which
+  // `partitioner` reads, one part per device; run it with Executable::execute_partitioned. The
+  // outputs' shardings are left to XLA's propagation where the program does not give them.
+  int num_partitions = 1;
+  Partitioner partitioner = Partitioner::kNone;
+  // The devices (indices into Client::devices()) the partitions run on, partition p on devices[p];
+  // empty: the first num_partitions devices.
+  std::vector<int> devices;
   // Look for the executable in the booted bundle's precompiled programs and in the persistent
   // compile cache before compiling, and store what is compiled there (the cache's folder and size
   // limit, or off: PLUGBOARD_COMPILE_CACHE, PLUGBOARD_COMPILE_CACHE_DIR, PLUGBOARD_COMPILE_CACHE_MAX_MB).
@@ -334,6 +352,18 @@ class Executable {
   // Starts an execution and returns once the plugin has queued it. Arguments must be valid buffers
   // of this client, of the program's types (an INVALID_ARGUMENT names the one that is not).
   PLUGBOARD_API Expected<Execution> execute(std::span<Buffer* const> args, const ExecuteOptions& options = {}) const noexcept;
+
+  // The devices (indices into Client::devices()) the program was compiled for, partition by
+  // partition: one for a program compiled for one device, num_partitions for an SPMD program, none
+  // for a portable one (it runs where ExecuteOptions::device says).
+  PLUGBOARD_API std::vector<int> devices() const noexcept;
+  // Starts an SPMD program (CompileOptions::num_partitions) on all its devices at once: args[k] are
+  // the arguments for devices()[k], each on that device (its part of each array, as the program's
+  // shardings split them). Returns one Execution per device, in that order, each with that
+  // device's outputs and its own completion. ExecuteOptions::donate holds for every device's list;
+  // `device` must be 0 and `callbacks` unset (host callbacks are not carried across devices).
+  PLUGBOARD_API Expected<std::vector<Execution>> execute_partitioned(std::span<const std::vector<Buffer*>> args,
+                                                                     const ExecuteOptions& options = {}) const noexcept;
 
   struct Impl;
   const std::shared_ptr<const Impl>& impl() const { return impl_; }

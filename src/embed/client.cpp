@@ -22,12 +22,35 @@ ThreadPool& compile_pool() {
   return *pool;
 }
 
-Expected<plugboard::CompileOptions> runtime_options(const CompileOptions& options) {
+plugboard::Partitioner runtime_partitioner(Partitioner p) {
+  switch (p) {
+    case Partitioner::kNone: return plugboard::Partitioner::kNone;
+    case Partitioner::kGspmd: return plugboard::Partitioner::kGspmd;
+    case Partitioner::kShardy: return plugboard::Partitioner::kShardy;
+  }
+  return plugboard::Partitioner::kNone;
+}
+
+Expected<plugboard::CompileOptions> runtime_options(const plugboard::Client& client, const CompileOptions& options) {
   plugboard::CompileOptions out = options.plugin_defaults ? plugboard::CompileOptions::plugin_defaults()
                                                           : plugboard::CompileOptions();
   out.portable = options.portable;
+  out.num_partitions = options.num_partitions;
+  out.partitioner = runtime_partitioner(options.partitioner);
+  // Device indices become the plugin's device ids, which a device assignment names.
+  for (int index : options.devices) {
+    if (index < 0 || static_cast<size_t>(index) >= client.devices().size())
+      return invalid_argument("device " + std::to_string(index) + " in CompileOptions::devices is out of range: " +
+                              client.label() + " has " + std::to_string(client.devices().size()) +
+                              " addressable device(s)");
+    out.device_ids.push_back(client.devices()[static_cast<size_t>(index)].id);
+  }
+  if (!options.devices.empty() && options.devices.size() != static_cast<size_t>(std::max(options.num_partitions, 1)))
+    return invalid_argument("CompileOptions::devices names " + std::to_string(options.devices.size()) +
+                            " device(s) for " + std::to_string(options.num_partitions) + " partition(s)");
   for (const std::string& assignment : options.xla_options)
     PB_RETURN_IF_ERROR(annotate(out.set_from_text(assignment), "XLA option '" + assignment + "'"));
+  PB_RETURN_IF_ERROR(out.check());
   return out;
 }
 
@@ -41,7 +64,7 @@ ExecutableSource source_of(compile_cache::Origin origin) {
 }
 
 Expected<Executable> compile_on(const Client::Impl& client, const Program& program, const CompileOptions& options) {
-  PB_ASSIGN_OR_RETURN(plugboard::CompileOptions runtime, runtime_options(options));
+  PB_ASSIGN_OR_RETURN(plugboard::CompileOptions runtime, runtime_options(*client.client, options));
   compile_cache::CompileSources sources;
   if (options.compile_cache) {
     PB_ASSIGN_OR_RETURN(sources, compile_cache::default_sources(client.precompiled));

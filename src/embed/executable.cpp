@@ -127,4 +127,48 @@ Expected<Execution> Executable::execute(std::span<Buffer* const> args, const Exe
   });
 }
 
+std::vector<int> Executable::devices() const noexcept {
+  try {
+    return impl_->executable->devices();
+  } catch (...) {
+    return {};
+  }
+}
+
+Expected<std::vector<Execution>> Executable::execute_partitioned(std::span<const std::vector<Buffer*>> args,
+                                                                 const ExecuteOptions& options) const noexcept {
+  return no_throw("executing on several devices", [&]() -> Expected<std::vector<Execution>> {
+    if (options.callbacks)
+      return invalid_argument(impl_->name + ": a partitioned execution carries no host callbacks (ExecuteOptions::callbacks)");
+    if (const std::vector<std::string> needed = host_callbacks_needed(); !needed.empty())
+      return invalid_argument(impl_->name + " calls host callback " + needed.front() +
+                              ": a partitioned execution carries no host callbacks");
+    std::vector<std::vector<plugboard::Buffer*>> runtime_args(args.size());
+    for (size_t k = 0; k < args.size(); ++k)
+      for (size_t i = 0; i < args[k].size(); ++i) {
+        Buffer* b = args[k][i];
+        if (!b || !b->impl())
+          return invalid_argument("argument " + std::to_string(i) + " of argument list " + std::to_string(k) + " of " +
+                                  impl_->name + " is " + (b ? "an empty buffer" : "null"));
+        runtime_args[k].push_back(&b->impl()->buffer);
+      }
+    plugboard::ExecuteOptions runtime_options;
+    runtime_options.device = options.device;
+    runtime_options.donate = options.donate;
+    PB_ASSIGN_OR_RETURN(std::vector<plugboard::Execution> runs,
+                        impl_->executable->execute_partitioned(runtime_args, runtime_options));
+    std::vector<Execution> out;
+    out.reserve(runs.size());
+    for (plugboard::Execution& run : runs) {
+      auto impl = std::make_unique<Execution::Impl>();
+      impl->executable = impl_->executable;
+      impl->done = std::move(run.done);
+      impl->outputs.reserve(run.outputs.size());
+      for (plugboard::Buffer& b : run.outputs) impl->outputs.push_back(wrap_buffer(std::move(b)));
+      out.emplace_back(std::move(impl));
+    }
+    return out;
+  });
+}
+
 }  // namespace plugboard::api
