@@ -77,6 +77,10 @@ if [ -n "$mirror" ]; then
   (cd "$root/bindings/elixir/plugboard_nx" && with_nx_elixir env MIX_ENV=test MIX_BUILD_ROOT="$nx_build" mix test)
   echo "[elixir] Nx's own suite with Plugboard.Nx as the default compiler"
   (cd "$root/bindings/elixir/plugboard_nx" && with_nx_elixir env MIX_BUILD_ROOT="$nx_build" test/nx_suite/run.sh --timeout 60000)
+  # The JAX benchmark's four models (bench/jax_models.exs) on tiny shapes, on each CPU plugin, against
+  # the outputs JAX 0.10.2 gave for the same inputs (stored in bench/fixtures/jax_tiny: no JAX here).
+  echo "[elixir] Plugboard.Nx against JAX's outputs on the JAX benchmark's models (bench/jax_bench.sh --check)"
+  with_nx_elixir env MIX_ENV=test MIX_BUILD_ROOT="$nx_build" "$root/bindings/elixir/plugboard_nx/bench/jax_bench.sh" --check
   # Axon's own suite (its sources from the mirror), unchanged but for the defaults: no failure beyond
   # the Evaluator's (test/axon_suite/*.txt, by test name).
   echo "[elixir] Axon's own suite with Plugboard.Nx as the default compiler"

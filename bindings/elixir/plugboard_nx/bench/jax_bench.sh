@@ -5,13 +5,21 @@
 # inherits), ratios Plugboard.Nx / JAX printed per plugin.
 #
 #   bindings/elixir/plugboard_nx/bench/jax_bench.sh [--models mlp,cnn,transformer,add] [--rounds N]
-#   bindings/elixir/plugboard_nx/bench/jax_bench.sh --fixtures   (rewrites bench/fixtures/jax_tiny)
+#   bindings/elixir/plugboard_nx/bench/jax_bench.sh --check      (the test command's: tiny shapes against
+#                                                                  bench/fixtures/jax_tiny; no JAX needed)
+#   bindings/elixir/plugboard_nx/bench/jax_bench.sh --fixtures   (rewrites bench/fixtures/jax_tiny from JAX)
 #
 # JAX goes into a virtual environment (JAXBENCH_VENV, default build/bench-venv, as
 # scripts/bench_callbacks.sh's) from the wheels pinned in bench/requirements-jax.txt, once.
-# The environment otherwise is the tests' (bench/env.sh).
+# The environment otherwise is the tests' (bench/env.sh); MIX_ENV defaults to prod.
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
+export MIX_ENV=${MIX_ENV:-prod}
+run() { mix run bench/jax_bench.exs "$@" 2>&1 | grep -v "^[EW]0000"; }
+if [ "${1:-}" = "--check" ]; then
+  for p in "${bench_plugins[@]}"; do PLUGBOARD_BENCH_PLUGIN="$p" run --check; done
+  exit 0
+fi
 venv=${JAXBENCH_VENV:-$root/build/bench-venv}
 if ! "$venv/bin/python" -c "import jax" 2>/dev/null; then
   echo "[jax_bench] installing JAX 0.10.2 into $venv" >&2
@@ -24,13 +32,11 @@ export PLUGBOARD_COMPILE_CACHE=off
 cpus=${JAXBENCH_CPUS:-0-$(($(nproc) - 1))}
 if [ "${1:-}" = "--fixtures" ]; then
   # JAX's outputs do not depend on the plugin: written once, then each plugin checked against them.
-  PLUGBOARD_BENCH_PLUGIN="${bench_plugins[0]}" MIX_ENV=prod mix run bench/jax_bench.exs --fixtures 2>&1 | grep -v "^[EW]0000"
-  for p in "${bench_plugins[@]:1}"; do
-    PLUGBOARD_BENCH_PLUGIN="$p" MIX_ENV=prod mix run bench/jax_bench.exs --check 2>&1 | grep -v "^[EW]0000"
-  done
+  PLUGBOARD_BENCH_PLUGIN="${bench_plugins[0]}" run --fixtures
+  for p in "${bench_plugins[@]:1}"; do PLUGBOARD_BENCH_PLUGIN="$p" run --check; done
   exit 0
 fi
 for p in "${bench_plugins[@]}"; do
-  PLUGBOARD_BENCH_PLUGIN="$p" MIX_ENV=prod taskset -c "$cpus" mix run bench/jax_bench.exs "$@" 2>&1 | grep -v "^[EW]0000"
+  PLUGBOARD_BENCH_PLUGIN="$p" taskset -c "$cpus" mix run bench/jax_bench.exs "$@" 2>&1 | grep -v "^[EW]0000"
   echo
 done
