@@ -15,6 +15,8 @@ defmodule Plugboard.Nx.Blocks do
   alias Plugboard.Nx.{Emitter, Ops}
   alias Plugboard.Nx.Ops.{Indexing, Misc, Window}
 
+  @lin_alg [Nx.Block.LinAlg.LU, Nx.Block.LinAlg.Eigh, Nx.Block.LinAlg.SVD, Nx.Block.LinAlg.QR, Nx.Block.LinAlg.Cholesky]
+
   @doc "`{:native, value, st}`, or `:default` when Nx's default expression is the lowering."
   def lower(struct, out, args, opts, st)
 
@@ -71,15 +73,7 @@ defmodule Plugboard.Nx.Blocks do
     native(Misc.fft(x, complex, t.shape, [axis], [length], "IRFFT", out, st))
   end
 
-  def lower(%Nx.Block.LinAlg.LU{}, %T{data: %Expr{args: [_, _, {p, _l, _u}, _]}}, [a], _opts, st) do
-    # The defn in Plugboard.Nx.LinAlg, built over a parameter standing for the operand (its
-    # expression builder itself: a defn called outside compilation would jit).
-    float = Nx.Type.to_floating(a.type)
-    param = Expr.parameter(%T{a | type: float, data: nil}, {:plugboard_lu, make_ref()}, 0)
-    expr = apply(Plugboard.Nx.LinAlg, :"__defn:lu__", [param, [p_type: p.type]])
-    {x, st} = Ops.operand(a, Ops.tpl(float, a.shape), st)
-    native(Emitter.emit_bound(expr, [x], st))
-  end
+  def lower(%kind{} = struct, out, args, _opts, st) when kind in @lin_alg, do: Plugboard.Nx.LinAlg.lower(struct, out, args, st)
 
   def lower(_struct, _out, _args, _opts, _st), do: :default
 

@@ -1,8 +1,8 @@
-defmodule Plugboard.Nx.LinAlg do
+defmodule Plugboard.Nx.LinAlg.LU do
   @moduledoc false
-  # Decompositions lowered as defn of our own where Nx's default does not give LAPACK's answer (the
-  # Nx.Block.LinAlg.LU block, Plugboard.Nx.Blocks).
+  # LU with partial pivoting (the Nx.Block.LinAlg.LU block, Plugboard.Nx.LinAlg).
   import Nx.Defn
+  alias Plugboard.Nx.LinAlg.Batch
 
   @doc """
   LU of square matrices (batched on leading axes): `{p, l, u}` with `a = p · l · u`, `l` unit lower
@@ -14,9 +14,9 @@ defmodule Plugboard.Nx.LinAlg do
   """
   defn lu(a, opts \\ []) do
     opts = keyword!(opts, p_type: {:s, 64})
-    {batch_shape, n} = split_shape(a)
-    b = Nx.size(batch_shape)
-    a = Nx.reshape(a, {b, n, n})
+    {batch_shape, n, _} = Batch.split(a)
+    a = Batch.flatten(a)
+    b = Nx.axis_size(a, 0)
     rows = Nx.iota({b, n}, axis: 1, type: :s64)
 
     {_, u, l, perm} =
@@ -52,17 +52,6 @@ defmodule Plugboard.Nx.LinAlg do
     # perm[i] is the row of `a` now at row i: P has a 1 at (perm[i], i).
     onehot = Nx.new_axis(perm, 2) == Nx.iota({1, 1, n}, type: :s64)
     p = onehot |> Nx.transpose(axes: [0, 2, 1]) |> Nx.as_type(opts[:p_type])
-    shape = matrix_shape(batch_shape, n)
-    {Nx.reshape(p, shape), Nx.reshape(l, shape), Nx.reshape(u, shape)}
-  end
-
-  deftransformp matrix_shape(batch_shape, n), do: List.to_tuple(Tuple.to_list(batch_shape) ++ [n, n])
-
-  deftransformp split_shape(a) do
-    shape = Nx.shape(a)
-    rank = tuple_size(shape)
-    n = elem(shape, rank - 1)
-    batch = shape |> Tuple.to_list() |> Enum.take(rank - 2) |> List.to_tuple()
-    {batch, n}
+    {Batch.unflatten(p, batch_shape), Batch.unflatten(l, batch_shape), Batch.unflatten(u, batch_shape)}
   end
 end
