@@ -156,6 +156,8 @@ defmodule Plugboard.TermsTest do
         assert to_f32s(Plugboard.to_binary!(w)) == [2.0, 3.0, 4.0, 5.0]
         # The resource term lives on; the native object count is of resources, not of device memory.
         assert Plugboard.native_objects().buffer >= before
+        # (The terms are used after the count, so that no garbage collection frees them before it.)
+        assert Enum.map([x, y, z, w], &Plugboard.valid?/1) == [false, true, false, true]
       end
     end
   end
