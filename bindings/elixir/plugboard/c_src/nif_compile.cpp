@@ -5,6 +5,7 @@
 // reading the program (a copy and a scan of what may be 100 MB) happens on the compile thread. The
 // program's host-callback names are declared on the client first (that may run the plugin's
 // host-callback self-test, itself a compilation).
+#include <limits>
 #include <memory>
 
 #include "callback_route.h"
@@ -34,11 +35,14 @@ ERL_NIF_TERM make_executable_term(ErlNifEnv* env, std::shared_ptr<const api::Cli
   for (const std::string& n : report.notes) notes.push_back(make_string(env, n));
   ERL_NIF_TERM source = atom(env, report.source_id());
   ERL_NIF_TERM compile_ms = enif_make_double(env, report.ms);
+  std::vector<ERL_NIF_TERM> devices;
+  for (int d : exe.devices()) devices.push_back(enif_make_int(env, d));
   ERL_NIF_TERM resource = make_resource<ExecutableResource>(env, std::move(client), std::move(exe), inline_ok);
   return make_struct(env, "Elixir.Plugboard.Executable",
                      {{"resource", resource}, {"name", name}, {"parameters", parameters}, {"results", results},
                       {"callbacks", make_list(env, callbacks)}, {"source", source}, {"compile_ms", compile_ms},
-                      {"notes", make_list(env, notes)}, {"launch", atom(env, inline_ok ? "inline" : "thread")}});
+                      {"notes", make_list(env, notes)}, {"launch", atom(env, inline_ok ? "inline" : "thread")},
+                      {"devices", make_list(env, devices)}});
 }
 
 struct CompileJob {
@@ -83,7 +87,8 @@ struct CompileJob {
 
 // compile(client, program :: binary, name :: string, options :: map, pid, ref) -> {:started, gate}
 // options: %{callbacks: [string], xla_options: [string], plugin_defaults: bool, portable: bool,
-//           compile_cache: bool}
+//           compile_cache: bool, num_partitions: integer, partitioner: "none" | "gspmd" | "shardy",
+//           devices: [integer]}
 PB_NIF(nif_compile) {
   (void)argc;
   return guarded(env, "compiling", [&] {
@@ -121,6 +126,28 @@ PB_NIF(nif_compile) {
       auto b = get_bool(env, *v, "portable");
       if (!b) return make_error(env, b.error());
       job->options.portable = *b;
+    }
+    if (auto v = map_get(env, argv[3], "num_partitions")) {
+      auto n = get_int_in(env, *v, "num_partitions", 1, std::numeric_limits<int>::max());
+      if (!n) return make_error(env, n.error());
+      job->options.num_partitions = static_cast<int>(*n);
+    }
+    if (auto v = map_get(env, argv[3], "partitioner")) {
+      auto name = get_string(env, *v, "partitioner");
+      if (!name) return make_error(env, name.error());
+      if (*name == "gspmd") job->options.partitioner = api::Partitioner::kGspmd;
+      else if (*name == "shardy") job->options.partitioner = api::Partitioner::kShardy;
+      else if (*name != "none")
+        return make_error(env, Code::kInvalidArgument, "partitioner must be none, gspmd or shardy, got " + *name);
+    }
+    if (auto v = map_get(env, argv[3], "devices")) {
+      auto list = get_int_list(env, *v, "devices");
+      if (!list) return make_error(env, list.error());
+      for (int64_t d : *list) {
+        if (d < 0 || d > std::numeric_limits<int>::max())
+          return make_error(env, Code::kInvalidArgument, "devices: " + std::to_string(d) + " is not a device index");
+        job->options.devices.push_back(static_cast<int>(d));
+      }
     }
     if (auto v = map_get(env, argv[3], "compile_cache")) {
       auto b = get_bool(env, *v, "compile_cache");

@@ -1,4 +1,5 @@
-// execute/8 starts an execution. A program that nothing says could run long starts on the calling
+// execute/8 starts an execution (execute_partitioned/5: one of a program compiled for several
+// devices, on all of them). A program that nothing says could run long starts on the calling
 // scheduler (a small program on CPU often finishes inside the call: {:done, outcome}); every other
 // one starts on a launch-pool thread (work_pool.h), since XLA's CPU client runs a program it thinks
 // cheap inside PJRT_LoadedExecutable_Execute and counts a `while` body once, and a blocking host
@@ -7,9 +8,12 @@
 // from the execution's completion, after every ordered host call was sent (reply_gate.h: cancel/1
 // stops it). reply/2 and fail_call/2 answer a blocking host call (callback_route.h).
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <limits>
 #include <memory>
+#include <mutex>
+#include <optional>
 
 #include "callback_route.h"
 #include "nif_functions.h"
@@ -283,6 +287,130 @@ PB_NIF(nif_execute) {
     ERL_NIF_TERM gate_term = make_gate_term(env, gate);
     if (!launch_pool().post([launch] { launch->start(); })) {
       launch->args.give_back();
+      return make_error(env, Code::kResourceExhausted, "no thread to start the execution on");
+    }
+    return enif_make_tuple2(env, atom(env, "started"), gate_term);
+  });
+}
+
+namespace {
+
+// What a partitioned execution's completion needs: one list of outputs per device, and a count of the
+// devices still running; the last device to finish sends every device's outputs (or the first error).
+struct PartitionedCompletion {
+  PartitionedCompletion(std::shared_ptr<ReplyGate> g, std::shared_ptr<const api::Client> c, size_t devices)
+      : gate(std::move(g)), client(std::move(c)), outputs(devices), pending(devices) {}
+  std::shared_ptr<ReplyGate> gate;
+  std::shared_ptr<const api::Client> client;
+  std::vector<std::vector<api::Buffer>> outputs;  // filled before any completion is asked for
+  std::atomic<size_t> pending;
+  std::mutex mutex;
+  std::optional<Error> failed;  // the first device's error, under mutex
+  InFlight in_flight;
+
+  // One device finished. Never throws: a caller waiting without a time-out must get an answer.
+  void device_done(Status status) noexcept {
+    try {
+      if (!status) {
+        std::lock_guard lock(mutex);
+        if (!failed) failed = std::move(status).error();
+      }
+      if (pending.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+      OwnedEnv msg;
+      ErlNifEnv* e = msg.get();
+      ERL_NIF_TERM outcome;
+      if (failed) {
+        outcome = make_error(e, *failed);
+      } else {
+        std::vector<ERL_NIF_TERM> lists;
+        for (auto& device_outputs : outputs) {
+          std::vector<ERL_NIF_TERM> buffers;
+          for (api::Buffer& b : device_outputs) buffers.push_back(make_buffer_term(e, std::move(b), client));
+          lists.push_back(make_list(e, buffers));
+        }
+        outcome = make_ok(e, make_list(e, lists));
+      }
+      outputs.clear();
+      gate->send("plugboard_done", msg, outcome);
+    } catch (...) {
+      gate->send_failure("plugboard_done", "sending the outputs of a partitioned execution");
+    }
+  }
+};
+
+struct PartitionedLaunch {
+  explicit PartitionedLaunch(api::Executable e) : executable(std::move(e)) {}
+  api::Executable executable;
+  std::vector<Arguments> args;  // one per device
+  api::ExecuteOptions options;
+  std::shared_ptr<PartitionedCompletion> completion;
+
+  void give_back() {
+    for (Arguments& a : args) a.give_back();
+  }
+
+  // On a launch-pool thread.
+  void start() {
+    std::vector<std::vector<api::Buffer*>> pointers;
+    for (Arguments& a : args) pointers.push_back(a.pointers);
+    Expected<std::vector<api::Execution>> executions = executable.execute_partitioned(pointers, options);
+    if (!executions) give_back();
+    args.clear();  // donated buffers were consumed; the others stay with their resources
+    if (!executions) {
+      // No device started: the first device's report answers for all of them.
+      completion->pending.store(1, std::memory_order_relaxed);
+      completion->device_done(std::unexpected(std::move(executions).error()));
+      return;
+    }
+    for (size_t k = 0; k < executions->size(); ++k) completion->outputs[k] = std::move((*executions)[k].outputs());
+    for (api::Execution& execution : *executions) {
+      auto completion_ref = completion;
+      // Dropping the execution never waits; its completion still runs.
+      if (Status asked = execution.on_complete([completion_ref](Status s) { completion_ref->device_done(std::move(s)); }); !asked)
+        completion->device_done(std::move(asked));
+    }
+  }
+};
+
+}  // namespace
+
+// execute_partitioned(executable, [args per device], donate, caller, ref) -> {:started, gate} | {:error, e}
+// The outcome arrives as {:plugboard_done, ref, {:ok, [[%Plugboard.Buffer{}] per device]} | {:error, e}}.
+// Always started on a launch-pool thread: the plugin may run the devices' parts inside the call, and
+// they wait for each other in their collectives.
+PB_NIF(nif_execute_partitioned) {
+  (void)argc;
+  return guarded(env, "starting a partitioned execution", [&] {
+    auto* exe = get_resource<ExecutableResource>(env, argv[0]);
+    if (!exe) return make_error(env, Code::kInvalidArgument, "not a plugboard executable");
+    unsigned devices = 0;
+    if (!enif_get_list_length(env, argv[1], &devices) || devices == 0)
+      return make_error(env, Code::kInvalidArgument, "the arguments must be a non-empty list with one list of buffers per device");
+    ERL_NIF_TERM head, tail = argv[1];
+    unsigned argument_count = 0;
+    if (!enif_get_list_cell(env, tail, &head, &tail) || !enif_get_list_length(env, head, &argument_count))
+      return make_error(env, Code::kInvalidArgument, "argument list 0 must be a list of buffers");
+    auto donate = get_donate(env, argv[2], argument_count);
+    if (!donate) return make_error(env, donate.error());
+    auto caller = get_pid(env, argv[3], "caller");
+    if (!caller) return make_error(env, caller.error());
+
+    auto launch = std::make_shared<PartitionedLaunch>(exe->executable);
+    launch->options.donate = std::move(*donate);
+    tail = argv[1];
+    for (unsigned k = 0; enif_get_list_cell(env, tail, &head, &tail); ++k) {
+      auto args = take_arguments(env, head, launch->options.donate);
+      if (!args) {
+        launch->give_back();
+        return make_error(env, Error(args.error()).annotate("argument list " + std::to_string(k)));
+      }
+      launch->args.push_back(std::move(*args));
+    }
+    auto gate = std::make_shared<ReplyGate>(*caller, argv[4]);
+    launch->completion = std::make_shared<PartitionedCompletion>(gate, exe->client, devices);
+    ERL_NIF_TERM gate_term = make_gate_term(env, gate);
+    if (!launch_pool().post([launch] { launch->start(); })) {
+      launch->give_back();
       return make_error(env, Code::kResourceExhausted, "no thread to start the execution on");
     }
     return enif_make_tuple2(env, atom(env, "started"), gate_term);

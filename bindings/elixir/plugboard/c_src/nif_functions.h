@@ -49,6 +49,7 @@ PB_NIF(nif_buffer_device_pointer);
 PB_NIF(nif_buffer_from_pointer);
 // nif_execute.cpp
 PB_NIF(nif_execute);
+PB_NIF(nif_execute_partitioned);
 PB_NIF(nif_cancel);
 PB_NIF(nif_cancelled);
 PB_NIF(nif_measure_execute);

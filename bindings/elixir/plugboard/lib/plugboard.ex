@@ -195,6 +195,12 @@ defmodule Plugboard do
   any device), `compile_cache:` (default `true`: the release bundle's precompiled programs, then the
   persistent compile cache, are looked in before compiling; see `Plugboard.Executable`'s `source`),
   `timeout:` (default `:infinity`).
+
+  Several devices (SPMD): `partitions:` (how many parts XLA splits the program into, one per device),
+  `partitioner:` (`:gspmd`, the program's `mhlo.sharding` attributes, or `:shardy`, its `sdy`
+  dialect; which a plugin accepts is in the README's "Many devices"), `devices:` (the device indices
+  partition by partition; default the first `partitions:`). The executable's `devices` lists where
+  it runs; `run_partitioned/3` runs it.
   """
   @spec compile(Client.t(), binary() | {:file, Path.t()}, keyword()) :: result(Executable.t())
   def compile(client, program, opts \\ [])
@@ -207,16 +213,18 @@ defmodule Plugboard do
   end
 
   def compile(%Client{resource: r}, program, opts) when is_binary(program) do
-    with :ok <- Options.known(opts, [:name, :callbacks, :xla_options, :plugin_defaults, :portable, :compile_cache, :timeout], "compile"),
+    with :ok <- Options.known(opts, [:name, :callbacks, :xla_options, :plugin_defaults, :portable, :compile_cache, :timeout,
+                                     :partitions, :partitioner, :devices], "compile"),
          {:ok, callbacks} <- Options.names(opts, :callbacks),
          {:ok, xla_options} <- Options.names(opts, :xla_options),
          {:ok, plugin_defaults} <- Options.boolean(opts, :plugin_defaults, false),
          {:ok, portable} <- Options.boolean(opts, :portable, false),
          {:ok, compile_cache} <- Options.boolean(opts, :compile_cache, true),
          {:ok, timeout} <- Options.timeout(opts, :timeout, :infinity),
+         {:ok, partitioning} <- partitioning(opts),
          name = to_string(Keyword.get(opts, :name, "<inline>")),
-         options = %{callbacks: callbacks, xla_options: xla_options, plugin_defaults: plugin_defaults, portable: portable,
-                     compile_cache: compile_cache},
+         options = Map.merge(%{callbacks: callbacks, xla_options: xla_options, plugin_defaults: plugin_defaults, portable: portable,
+                               compile_cache: compile_cache}, partitioning),
          ref = make_ref(),
          {:started, gate} <- Native.compile(r, program, name, options, self(), ref) do
       receive do
@@ -229,6 +237,33 @@ defmodule Plugboard do
 
   def compile(client, program, _opts),
     do: Options.invalid("compile: expected a %Plugboard.Client{} and a program binary or {:file, path}, got #{inspect(client, limit: 3)} and #{inspect(program, limit: 3)}")
+
+  # partitions:, partitioner:, devices: as the NIF takes them (none of them: nothing to add).
+  defp partitioning(opts) do
+    partitions = Keyword.get(opts, :partitions, 1)
+    partitioner = Keyword.get(opts, :partitioner, if(partitions == 1, do: :none, else: nil))
+    devices = Keyword.get(opts, :devices, [])
+
+    cond do
+      not (is_integer(partitions) and partitions >= 1 and partitions <= 32_768) ->
+        Options.invalid("partitions: must be an integer in 1..32768, got #{inspect(partitions)}")
+
+      partitioner not in [:none, :gspmd, :shardy] ->
+        Options.invalid("partitioner: must be :gspmd or :shardy for #{partitions} partitions, got #{inspect(partitioner)}")
+
+      not (is_list(devices) and Enum.all?(devices, &(is_integer(&1) and &1 >= 0 and &1 <= 2_147_483_647))) ->
+        Options.invalid("devices: must be a list of device indices, got #{inspect(devices, limit: 5)}")
+
+      devices != [] and length(devices) != partitions ->
+        Options.invalid("devices: names #{length(devices)} device(s) for #{partitions} partition(s)")
+
+      opts == [] or not Enum.any?([:partitions, :partitioner, :devices], &Keyword.has_key?(opts, &1)) ->
+        {:ok, %{}}
+
+      true ->
+        {:ok, %{num_partitions: partitions, partitioner: Atom.to_string(partitioner), devices: devices}}
+    end
+  end
 
   @doc "Same as `compile/3`, raising the error."
   @spec compile!(Client.t(), binary() | {:file, Path.t()}, keyword()) :: Executable.t()
@@ -397,6 +432,36 @@ defmodule Plugboard do
   @doc "Same as `run/3`, raising the error."
   @spec run!(Executable.t(), [Buffer.t()], keyword()) :: [Buffer.t()]
   def run!(exe, args, opts \\ []), do: unwrap!(run(exe, args, opts))
+
+  @doc """
+  Runs a program compiled for several devices (`compile/3` with `partitions:`) on all of them at
+  once: `args_per_device` has one list of buffers per device in `exe.devices`, in that order, each
+  on its device (that device's part of each array). Returns `{:ok, outputs_per_device}`, one list
+  of output buffers per device, in the same order, each on its device.
+
+  Options: `donate:` (argument indices given up, in every device's list), `timeout:` (as `run/3`).
+  Host callbacks are not carried across devices: a program that calls any is refused.
+  """
+  @spec run_partitioned(Executable.t(), [[Buffer.t()]], keyword()) :: result([[Buffer.t()]])
+  def run_partitioned(exe, args_per_device, opts \\ [])
+
+  def run_partitioned(%Executable{resource: r} = exe, [_ | _] = args_per_device, opts) when is_list(opts) do
+    with :ok <- Options.known(opts, [:donate, :timeout], "run_partitioned"),
+         {:ok, timeout} <- Options.timeout(opts, :timeout, :infinity),
+         {:ok, donate} <- donate(opts),
+         true <- Enum.all?(args_per_device, &is_list/1) || Options.invalid("run_partitioned: each device's arguments must be a list of buffers"),
+         ref = make_ref(),
+         {:started, gate} <- Native.execute_partitioned(r, args_per_device, donate, self(), ref) do
+      await(%Run{ref: ref, gate: gate, blocking: %{}, ordered: %{}, executable: exe.name}, timeout)
+    end
+  end
+
+  def run_partitioned(exe, args, _opts),
+    do: Options.invalid("run_partitioned: expected a %Plugboard.Executable{} and a non-empty list of argument lists, got #{inspect(exe, limit: 3)} and #{inspect(args, limit: 3)}")
+
+  @doc "Same as `run_partitioned/3`, raising the error."
+  @spec run_partitioned!(Executable.t(), [[Buffer.t()]], keyword()) :: [[Buffer.t()]]
+  def run_partitioned!(exe, args_per_device, opts \\ []), do: unwrap!(run_partitioned(exe, args_per_device, opts))
 
   @doc """
   Starts an execution and returns at once with a `Plugboard.Run`; `await/2` collects the outputs.

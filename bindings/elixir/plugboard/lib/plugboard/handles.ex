@@ -29,7 +29,9 @@ defmodule Plugboard.Executable do
   `compile_ms`; `notes` names cache entries refused on the way. `launch` says where its executions
   start: `:inline` on the calling scheduler (nothing in the program says it could run long: no loops,
   custom calls or host callbacks, small results; one launch over 0.5 ms sends later ones to a thread),
-  or `:thread` on one of plugboard's threads. Safe to run from any number of processes at once.
+  or `:thread` on one of plugboard's threads. `devices` lists the device indices it was compiled
+  for, partition by partition (one; several for `partitions:`, run with `Plugboard.run_partitioned/3`;
+  none for a portable program). Safe to run from any number of processes at once.
   """
   @type array_type :: {Plugboard.dtype(), tuple()}
   @type t :: %__MODULE__{
@@ -41,9 +43,10 @@ defmodule Plugboard.Executable do
           source: :compiled | :compile_cache | :precompiled,
           compile_ms: float(),
           notes: [String.t()],
-          launch: :inline | :thread
+          launch: :inline | :thread,
+          devices: [non_neg_integer()]
         }
-  defstruct [:resource, :name, :parameters, :results, :callbacks, :source, :compile_ms, :launch, notes: []]
+  defstruct [:resource, :name, :parameters, :results, :callbacks, :source, :compile_ms, :launch, notes: [], devices: []]
 end
 
 defmodule Plugboard.Buffer do

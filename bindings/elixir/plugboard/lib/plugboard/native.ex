@@ -27,6 +27,7 @@ defmodule Plugboard.Native do
   def buffer_device_pointer(_buffer), do: :erlang.nif_error(:not_loaded)
   def buffer_from_pointer(_client, _address, _dtype, _shape, _device), do: :erlang.nif_error(:not_loaded)
   def execute(_exe, _args, _donate, _device, _routes, _limit, _caller, _ref), do: :erlang.nif_error(:not_loaded)
+  def execute_partitioned(_exe, _args_per_device, _donate, _caller, _ref), do: :erlang.nif_error(:not_loaded)
   def cancel(_gate), do: :erlang.nif_error(:not_loaded)
   def cancelled?(_gate), do: :erlang.nif_error(:not_loaded)
   def measure_execute(_exe, _args, _iterations), do: :erlang.nif_error(:not_loaded)
