@@ -35,7 +35,8 @@ defmodule Plugboard.Nx.Emitter do
   `annotations` (for programs split over several devices, `Plugboard.Nx.Shard`): `:module`, the
   module's attribute dictionary (`{mhlo.num_partitions = 2 : i32}`); `:preamble`, text before the
   function (`sdy.mesh` definitions); `:args`, a map from parameter index to that argument's
-  attribute dictionary; `:constants`, the attribute dictionary of every constant parameter.
+  attribute dictionary; `:constants`, a function of a constant parameter's tensor giving its
+  attribute dictionary.
   """
   def to_mlir(params, output, overridden_hooks \\ [], annotations \\ %{}) do
     outputs = Composite.flatten_list([output])
@@ -63,7 +64,7 @@ defmodule Plugboard.Nx.Emitter do
       |> Enum.with_index()
       |> Enum.filter(fn {_, i} -> i in used end)
       |> Enum.map(fn {text, i} -> attributed.(text, arg_attributes[i]) end)
-      |> Kernel.++(for {n, t} <- constants, do: attributed.("#{n}: #{MLIR.tensor(t.type, t.shape)}", annotations[:constants]))
+      |> Kernel.++(for {n, t} <- constants, do: attributed.("#{n}: #{MLIR.tensor(t.type, t.shape)}", if(f = annotations[:constants], do: f.(t))))
       |> Enum.join(", ")
 
     ret =
