@@ -22,6 +22,9 @@ defmodule Plugboard.Nx do
       device of the client, each with its `device_id:`, as EXLA's);
     * `output_backend:` — a backend (`Nx.BinaryBackend`, or `{module, options}`) the results are
       transferred to, for code that reads them in Elixir (default: they stay on the device).
+
+  `Nx.Defn.shard_jit/3` splits one program over the devices of an `Nx.Mesh` (`input_shardings:`,
+  `partitioner:`, `devices:`): see `Plugboard.Nx.Shard`.
   """
   @behaviour Nx.Defn.Compiler
   import Nx.Defn, only: [deftransform: 2]
@@ -45,6 +48,10 @@ defmodule Plugboard.Nx do
 
   @impl true
   def __to_backend__(opts), do: {Backend, client: client!(opts)}
+
+  @impl true
+  # Nx.Defn.shard_jit/3: one program split over the devices of a mesh (Plugboard.Nx.Shard).
+  def __shard_jit__(key, mesh, vars, fun, args_list, opts), do: Plugboard.Nx.Shard.shard_jit(key, mesh, vars, fun, args_list, opts)
 
   @impl true
   def __jit__(key, vars, fun, args_list, opts), do: __compile__(key, vars, fun, opts).(args_list)
@@ -107,14 +114,15 @@ defmodule Plugboard.Nx do
   # Graph.run jits `fn _ -> expr end`) would make the key the whole expression: hashing it for the
   # table visits every path of a DAG (a chain of 45 `acc + acc` has 2^45), which never finished and
   # held a scheduler. Expressions in a closure's environment stand in the key by their ids.
-  defp function_key(key) when is_function(key) do
+  @doc false
+  def function_key(key) when is_function(key) do
     case Function.info(key, :env) do
       {:env, []} -> key
       {:env, env} -> if Enum.any?(env, &holds_expr?/1), do: {:closure, Function.info(key, :module), Function.info(key, :new_uniq), Enum.map(env, &expr_ids/1)}, else: key
     end
   end
 
-  defp function_key(key), do: key
+  def function_key(key), do: key
 
   defp holds_expr?(%Nx.Tensor{data: %Nx.Defn.Expr{}}), do: true
   defp holds_expr?(%Nx.Tensor{}), do: false
@@ -223,7 +231,8 @@ defmodule Plugboard.Nx do
 
   # The result's tensors, devectorized for the program, and the templates (vectorized as the result
   # is) that the outputs are put back into.
-  defp devectorized_output(expr) do
+  @doc false
+  def devectorized_output(expr) do
     {expr, output} = Composite.traverse(expr, [], &{Nx.devectorize(&1), [&1 | &2]})
     {expr, output |> Enum.reverse() |> then(&rebuild(expr, &1))}
   end
@@ -233,12 +242,13 @@ defmodule Plugboard.Nx do
     container
   end
 
-  defp name_of(key) when is_function(key) do
+  @doc false
+  def name_of(key) when is_function(key) do
     info = Function.info(key)
     "#{inspect(info[:module])}.#{info[:name]}"
   end
 
-  defp name_of(_), do: "defn"
+  def name_of(_), do: "defn"
 
   @doc """
   Makes `client` the one compilations and the backend use when no `client:`/`target:` is given
