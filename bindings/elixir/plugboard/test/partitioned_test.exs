@@ -45,6 +45,23 @@ defmodule Plugboard.PartitionedTest do
         assert to_f32s(Plugboard.to_binary!(s1)) == [10.0]
       end
 
+      test "loaded from the compile cache, a split program keeps its devices", %{c: c} do
+        # A program no run compiled before (the cache folder outlives the VM): a comment makes it new.
+        program = "// #{Base.encode16(:crypto.strong_rand_bytes(8))}\n" <> @split
+        first = Plugboard.compile!(c, program, partitions: 2, partitioner: :gspmd, devices: [2, 0])
+        second = Plugboard.compile!(c, program, partitions: 2, partitioner: :gspmd, devices: [2, 0])
+        assert {first.source, second.source} == {:compiled, :compile_cache}
+        assert second.devices == [2, 0]
+        # Another device assignment is another program.
+        assert Plugboard.compile!(c, program, partitions: 2, partitioner: :gspmd, devices: [1, 3]).source == :compiled
+        x2 = Plugboard.buffer!(c, f32s([1.0, 2.0]), :f32, {2}, device: 2)
+        x0 = Plugboard.buffer!(c, f32s([3.0, 4.0]), :f32, {2}, device: 0)
+        assert {:ok, [[y2, s2], [y0, s0]]} = Plugboard.run_partitioned(second, [[x2], [x0]])
+        assert {y2.device, y0.device} == {2, 0}
+        assert to_f32s(Plugboard.to_binary!(y0)) == [6.0, 8.0]
+        assert to_f32s(Plugboard.to_binary!(s2)) == [10.0] and to_f32s(Plugboard.to_binary!(s0)) == [10.0]
+      end
+
       test "donated arguments are given up on every device", %{c: c} do
         exe = Plugboard.compile!(c, @split, partitions: 2, partitioner: :gspmd)
         assert exe.devices == [0, 1]
