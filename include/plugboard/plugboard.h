@@ -437,6 +437,13 @@ class Client {
   // that call them. The first use runs the plugin's host-callback self-test.
   PLUGBOARD_API Status declare_callbacks(const HostCallbacks& callbacks) const noexcept;
 
+  // Registers plugboard's LAPACK kernels on this plugin (custom-call targets plugboard_lapack_ssyevd,
+  // _dsyevd: symmetric eigendecomposition; _sgesdd, _dgesdd: SVD; src/lapack/kernels.h says what
+  // they take and give): before compiling programs that call them. CPU plugins only (UNIMPLEMENTED
+  // elsewhere); LAPACK is the system's liblapack.so.3 (PLUGBOARD_LAPACK: another), opened at the
+  // first call (NOT_FOUND without it). Later calls cost a lookup.
+  PLUGBOARD_API Status declare_lapack() const noexcept;
+
   PLUGBOARD_API Expected<Executable> compile(const Program& program, const CompileOptions& options = {}) const noexcept;
   // The same on a compile thread: returns at once; `done` runs there with the outcome. An error
   // here means nothing was started (and `done` never runs).

@@ -22,6 +22,7 @@ struct PluginFfi {
   std::string platform;                    // "Host", "CUDA"
   const PbDeviceBridge* bridge = nullptr;  // null on the host platform
   std::set<std::string, std::less<>> targets;  // registered names
+  std::set<std::string, std::less<>> builtins;  // plugboard's own kernels registered (declare_builtin_target)
   std::optional<Status> self_test;
   // Execute contexts for executions with host callbacks (thread-safe on its own, no g_mutex). The
   // registry keeps every PluginFfi for the life of the process.

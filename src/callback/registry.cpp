@@ -169,6 +169,20 @@ Status declare_callback_target(const Client& client, std::string_view name) {
   return register_target_locked(*ffi, name);
 }
 
+Status declare_builtin_target(const Client& client, std::string_view name,
+                              XLA_FFI_Error* (*handler)(XLA_FFI_CallFrame*)) {
+  PB_ASSIGN_OR_RETURN(internal::PluginFfi * ffi, internal::plugin_ffi(client));
+  std::lock_guard lock(g_mutex);
+  if (ffi->builtins.contains(name)) return ok();
+  if (ffi->targets.contains(name))
+    return make_error(Code::kAlreadyExists, "'" + std::string(name) + "' is a host callback target on " + ffi->plugin->path().string());
+  PB_RETURN_IF_ERROR(annotate(abi::ffi_register_handler(ffi->plugin->api(), *ffi->extension, name, ffi->platform, handler),
+                              "registering '" + std::string(name) + "' on platform " + ffi->platform + " of " +
+                                  ffi->plugin->path().string()));
+  ffi->builtins.emplace(name);
+  return ok();
+}
+
 Status declare_callbacks(const Client& client, const HostCallbacks& callbacks) noexcept {
   return no_throw("declaring host callbacks", [&]() -> Status {
     for (const std::string& name : callbacks.names()) PB_RETURN_IF_ERROR(declare_callback_target(client, name));

@@ -13,6 +13,13 @@
 #include "callback/host_callbacks.h"
 #include "runtime/client.h"
 
+// The XLA FFI's handler type (xla/ffi/api/c_api.h), declared here so that this header needs no FFI
+// include path.
+extern "C" {
+struct XLA_FFI_Error;
+struct XLA_FFI_CallFrame;
+}
+
 namespace plugboard {
 
 // Registers every name `callbacks` binds as a custom-call target on `client`'s plugin; names already
@@ -21,6 +28,11 @@ namespace plugboard {
 // the self-test (see self_test_callbacks). Errors name the plugin and the target.
 Status declare_callbacks(const Client& client, const HostCallbacks& callbacks) noexcept;
 Status declare_callback_target(const Client& client, std::string_view name);
+
+// Registers `handler`, one of plugboard's own kernels (it runs on the plugin's thread, calls nothing
+// back and needs no per-execution data), as target `name` on `client`'s plugin, once per plugin.
+Status declare_builtin_target(const Client& client, std::string_view name,
+                              XLA_FFI_Error* (*handler)(XLA_FFI_CallFrame*));
 
 // Whether host callbacks work on `client`'s plugin, found by trying: registers a target, compiles and
 // runs a program that calls back once, the first time for each plugin, and remembers the outcome. The

@@ -7,6 +7,7 @@
 #include "base/thread_pool.h"
 #include "callback/registry.h"
 #include "embed/handles.h"
+#include "lapack/targets.h"
 #include "plugin/plugin.h"
 
 namespace plugboard::api {
@@ -170,6 +171,8 @@ Expected<Buffer> Client::view_of_device_memory(uintptr_t address, DType dtype, s
 Status Client::declare_callbacks(const HostCallbacks& callbacks) const noexcept {
   return plugboard::declare_callbacks(*impl_->client, *callbacks.impl()->receiver);
 }
+
+Status Client::declare_lapack() const noexcept { return plugboard::declare_lapack(*impl_->client); }
 
 Expected<Executable> Client::compile(const Program& program, const CompileOptions& options) const noexcept {
   return no_throw("compiling", [&] { return compile_on(*impl_, program, options); });
