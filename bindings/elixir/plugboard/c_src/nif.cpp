@@ -10,6 +10,7 @@
 #include <cstring>
 #include <cstdint>
 
+#include "host_memory.h"
 #include "nif_functions.h"
 #include "resources.h"
 
@@ -34,6 +35,7 @@ bool same_layout(void* old_priv) {
 }
 
 int load(ErlNifEnv* env, void** priv, ERL_NIF_TERM) {
+  keep_large_blocks_in_the_heap();
   identity.client_ids = client_ids_in_use();
   *priv = &identity;
   return open_resource_types(env, ERL_NIF_RT_CREATE) ? 0 : 1;
