@@ -4,13 +4,18 @@ defmodule Bench do
 
   @doc """
   Interleaved rounds: each round takes one sample of every measure in turn (A, B, A, B, ...), a
-  measure being a function that returns its own figure (e.g. microseconds per call). The median of
-  each measure's samples, by name.
+  measure being a function that returns its own figure (e.g. microseconds per call), or several
+  figures as a map. The median of each figure's samples, by name.
   """
   def rounds(measures, rounds) do
-    samples = for _ <- 1..rounds, {name, measure} <- measures, do: {name, measure.()}
-    for {name, _} <- measures, into: %{}, do: {name, samples |> Enum.filter(&(elem(&1, 0) == name)) |> Enum.map(&elem(&1, 1)) |> median()}
+    samples =
+      for _ <- 1..rounds, {name, measure} <- measures, {key, value} <- figures(name, measure.()), do: {key, value}
+
+    samples |> Enum.group_by(&elem(&1, 0), &elem(&1, 1)) |> Map.new(fn {key, values} -> {key, median(values)} end)
   end
+
+  defp figures(_name, map) when is_map(map), do: Map.to_list(map)
+  defp figures(name, value), do: [{name, value}]
 
   @doc "Median microseconds per call of each function, interleaved rounds of `n` calls (after `n` calls of each to warm up)."
   def interleaved(funs, n, rounds) do
@@ -23,6 +28,24 @@ defmodule Bench do
   def per_call(f, n) do
     {t, _} = :timer.tc(fn -> for _ <- 1..n, do: f.() end)
     t / n
+  end
+
+  @doc """
+  Runs `fun` and returns {wall, cpu} microseconds: the wall-clock time and this OS process's CPU
+  time over it (user + system, every thread: the BEAM's schedulers and the plugin's; /proc, 10 ms
+  ticks, so take it over rounds of a few hundred milliseconds). CPU time hardly depends on what
+  else the machine runs, so its ratios hold on a loaded machine where wall-clock ones do not.
+  """
+  def timed(fun) do
+    c0 = cpu_us()
+    {wall, _} = :timer.tc(fun)
+    {wall, cpu_us() - c0}
+  end
+
+  defp cpu_us do
+    [_, fields] = "/proc/self/stat" |> File.read!() |> String.split(") ", parts: 2)
+    [utime, stime] = fields |> String.split() |> Enum.slice(11, 2)
+    (String.to_integer(utime) + String.to_integer(stime)) * div(1_000_000, 100)
   end
 
   @doc "The CPU plugin to measure: PLUGBOARD_BENCH_PLUGIN (bench/env.sh's loop sets it), else the 0.81 one."

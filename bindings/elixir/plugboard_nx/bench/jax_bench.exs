@@ -1,14 +1,14 @@
 # Plugboard.Nx against JAX on the same models (bench/jax_models.exs, bench/jax_models.py), on one CPU
 # plugin (Bench.plugin/0). Three modes:
 #
-#   mix run bench/jax_bench.exs [--models mlp,cnn,transformer,add] [--rounds 7]
+#   mix run bench/jax_bench.exs [--models mlp,cnn,transformer,add] [--rounds 7] [--steady]
 #       the benchmark (full shapes): JAX's worker (JAXBENCH_PYTHON, a Python with JAX) is started
 #       as a port, so it runs on the cores this VM runs on (bench/jax_bench.sh pins both with
 #       taskset); the same inputs go to both; the outputs of one call are checked equal (rtol 1e-4,
 #       atol 1e-5), then steady-state time per step and first-call time (trace/emit + compile + run,
 #       caches cleared: PLUGBOARD_COMPILE_CACHE=off, jax.clear_caches()) and XLA's compile alone
 #       are taken in interleaved rounds (Plugboard.Nx, JAX, Plugboard.Nx, JAX, ...), medians and
-#       ratios Plugboard.Nx / JAX printed;
+#       ratios Plugboard.Nx / JAX printed (--steady: the steady state only);
 #   mix run bench/jax_bench.exs --check
 #       the test command's check, without JAX: each model on tiny shapes, its outputs against the
 #       ones JAX gave for the same inputs (bench/fixtures/jax_tiny, written by --fixtures);
@@ -18,23 +18,23 @@
 # PLUGBOARD_BENCH_CREATE_OPTIONS="name=int,..." adds client create options (e.g. cpu_device_count=1).
 Code.require_file("bench_helpers.exs", __DIR__)
 Code.require_file("jax_models.exs", __DIR__)
+Code.require_file("jax_harness.exs", __DIR__)
 
 defmodule JaxBench do
-  alias JaxBench.Models
+  alias JaxBench.{Models, Worker}
+  import JaxBench.Harness
 
-  @rtol 1.0e-4
-  @atol 1.0e-5
   @fixtures Path.expand("fixtures/jax_tiny", __DIR__)
 
   def main(argv) do
-    {opts, _} = OptionParser.parse!(argv, strict: [check: :boolean, fixtures: :boolean, models: :string, rounds: :integer])
+    {opts, _} = OptionParser.parse!(argv, strict: [check: :boolean, fixtures: :boolean, models: :string, rounds: :integer, steady: :boolean])
     models = if opts[:models], do: opts[:models] |> String.split(",") |> Enum.map(&model!/1), else: Models.names()
     client = open_client()
 
     cond do
       opts[:check] -> check(client, models)
       opts[:fixtures] -> fixtures(client, models)
-      true -> bench(client, models, Keyword.get(opts, :rounds, 7))
+      true -> bench(client, models, Keyword.get(opts, :rounds, 7), !opts[:steady])
     end
   end
 
@@ -43,75 +43,11 @@ defmodule JaxBench do
       raise ArgumentError, "--models: unknown model #{inspect(name)}; known: #{Enum.join(Models.names(), ", ")}"
   end
 
-  defp open_client do
-    plugin = Bench.plugin()
-
-    create =
-      for pair <- String.split(System.get_env("PLUGBOARD_BENCH_CREATE_OPTIONS", ""), ",", trim: true) do
-        [k, v] = String.split(pair, "=", parts: 2)
-        {k, String.to_integer(v)}
-      end
-
-    {:ok, client} = Plugboard.open(plugin, create)
-    IO.puts("plugin: #{plugin}#{if create != [], do: " (create options #{inspect(create)})"}")
-    client
-  end
-
-  # The model's arguments: [{name, shape, raw f32}], seeded by the model and the argument's position.
-  defp inputs(model, dims) do
-    base = Enum.find_index(Models.names(), &(&1 == model)) * 100
-
-    for {{name, shape, init}, i} <- Enum.with_index(Models.inputs(model, dims)),
-        do: {name, shape, Models.data(base + i, shape, init)}
-  end
-
-  defp on_device(client, inputs) do
-    for {_, shape, data} <- inputs,
-        do: data |> Nx.from_binary(:f32) |> Nx.reshape(shape) |> Nx.backend_transfer({Plugboard.Nx.Backend, client: client})
-  end
-
   defp jit(client, model, dims), do: Nx.Defn.jit(Models.function(model, dims), compiler: Plugboard.Nx, client: client)
 
   defp outputs(result), do: result |> Tuple.to_list() |> Enum.map(&{Nx.shape(&1), Nx.to_binary(&1)})
 
   # --- the equality check ---------------------------------------------------------------------------
-
-  # [{shape, raw f32}] of JAX against Plugboard.Nx's: an error line per output that differs.
-  defp compare(model, nx_outputs, jax_outputs) do
-    if length(nx_outputs) != length(jax_outputs) do
-      ["#{model}: #{length(nx_outputs)} outputs from Plugboard.Nx, #{length(jax_outputs)} from JAX"]
-    else
-      for {{{shape, nx}, {jax_shape, jax}}, i} <- Enum.with_index(Enum.zip(nx_outputs, jax_outputs)),
-          error = differs(shape, nx, jax_shape, jax),
-          do: "#{model} output #{i} #{inspect(shape)}: #{error}"
-    end
-  end
-
-  defp differs(shape, _, jax_shape, _) when shape != jax_shape, do: "JAX's has shape #{inspect(jax_shape)}"
-
-  defp differs(_, nx, _, jax) do
-    pairs = Enum.zip(f32s(nx), f32s(jax))
-    bad = pairs |> Enum.with_index() |> Enum.reject(fn {{a, b}, _} -> close?(a, b) end)
-
-    case bad do
-      [] -> nil
-      [{{a, b}, i} | _] -> "#{length(bad)} of #{length(pairs)} elements differ beyond rtol #{@rtol}, atol #{@atol} (first: [#{i}] #{inspect(a)} against JAX's #{inspect(b)})"
-    end
-  end
-
-  # Elements as floats, or {:nonfinite, bits} for NaN and infinities (which Erlang floats cannot be).
-  defp f32s(binary), do: for(<<bits::binary-size(4) <- binary>>, do: f32(bits))
-  defp f32(<<v::float-32-little>>), do: v
-  defp f32(bits), do: {:nonfinite, bits}
-
-  defp close?(a, b) when is_float(a) and is_float(b), do: abs(a - b) <= @atol + @rtol * abs(b)
-  defp close?(a, b), do: a == b
-
-  defp max_error(nx_outputs, jax_outputs) do
-    for({{_, nx}, {_, jax}} <- Enum.zip(nx_outputs, jax_outputs), {a, b} <- Enum.zip(f32s(nx), f32s(jax)), is_float(a) and is_float(b),
-        do: abs(a - b) / max(abs(b), @atol / @rtol))
-    |> Enum.max(fn -> 0.0 end)
-  end
 
   defp check(client, models) do
     manifest = read_manifest!()
@@ -149,49 +85,33 @@ defmodule JaxBench do
   end
 
   defp fixtures(client, models) do
-    jax = JaxBench.Worker.start()
+    jax = Worker.start()
     File.mkdir_p!(@fixtures)
 
     outputs =
       for model <- models, into: %{} do
         dims = Models.dims(model, :tiny)
         load(jax, model, dims, inputs(model, dims))
-        %{"shapes" => shapes} = JaxBench.Worker.request(jax, %{cmd: "outputs", model: model, dir: @fixtures})
+        %{"shapes" => shapes} = Worker.request(jax, %{cmd: "outputs", model: model, dir: @fixtures})
         {Atom.to_string(model), shapes}
       end
 
-    File.write!(Path.join(@fixtures, "manifest.json"), JSON.encode!(%{"jax" => JaxBench.Worker.version(jax), "outputs" => outputs}) <> "\n")
+    File.write!(Path.join(@fixtures, "manifest.json"), JSON.encode!(%{"jax" => Worker.version(jax), "outputs" => outputs}) <> "\n")
     IO.puts("wrote #{@fixtures}")
     check(client, models)
   end
 
-  # The inputs to files JAX's worker reads, and the model loaded there.
-  defp load(jax, model, dims, inputs) do
-    dir = Path.join(System.tmp_dir!(), "jax_bench_#{System.pid()}")
-    File.mkdir_p!(dir)
-
-    files =
-      for {name, shape, data} <- inputs do
-        file = Path.join(dir, "#{model}.#{name}.f32")
-        File.write!(file, data)
-        %{file: file, shape: Tuple.to_list(shape)}
-      end
-
-    JaxBench.Worker.request(jax, %{cmd: "load", model: model, dims: dims, inputs: files})
-    File.rm_rf!(dir)
-  end
-
   # --- the benchmark ----------------------------------------------------------------------------------
 
-  defp bench(client, models, rounds) do
+  defp bench(client, models, rounds, first?) do
     # First calls compile: no compiled program may come from plugboard's persistent compile cache
     # (JAX's is off unless configured). The variable is read from the process's environment, which
     # System.put_env does not reach.
     System.get_env("PLUGBOARD_COMPILE_CACHE") in ["off", "0"] ||
       raise "PLUGBOARD_COMPILE_CACHE=off is needed (first calls would load compiled programs): run bench/jax_bench.sh"
 
-    jax = JaxBench.Worker.start()
-    IO.puts("JAX #{JaxBench.Worker.version(jax)}; #{Bench.load()}; #{rounds} interleaved rounds (Plugboard.Nx, JAX, ...), medians")
+    jax = Worker.start()
+    IO.puts("JAX #{Worker.version(jax)}; #{Bench.load()}; #{rounds} interleaved rounds (Plugboard.Nx, JAX, ...), medians")
 
     rows =
       for model <- models do
@@ -201,18 +121,14 @@ defmodule JaxBench do
         args = on_device(client, inputs)
         step = jit(client, model, dims)
         nx = outputs(apply(step, args))
-        out_dir = Path.join(System.tmp_dir!(), "jax_bench_out_#{System.pid()}")
-        File.mkdir_p!(out_dir)
-        %{"shapes" => shapes} = JaxBench.Worker.request(jax, %{cmd: "outputs", model: model, dir: out_dir})
-        jax_out = for {shape, i} <- Enum.with_index(shapes), do: {List.to_tuple(shape), File.read!(Path.join(out_dir, "#{model}.out#{i}.f32"))}
-        File.rm_rf!(out_dir)
+        jax_out = jax_outputs(jax, model)
 
         case compare(model, nx, jax_out) do
           [] -> :ok
           errors -> raise "#{model}: outputs differ from JAX's:\n" <> Enum.join(errors, "\n")
         end
 
-        {steady, first} = time(client, jax, model, dims, step, args, rounds)
+        {steady, first} = time(client, jax, model, dims, step, args, rounds, first?)
         IO.puts("#{model}: outputs equal (largest relative difference #{Float.round(max_error(nx, jax_out), 7)}); " <> row_text(steady, first))
         {model, steady, first}
       end
@@ -221,47 +137,50 @@ defmodule JaxBench do
     print_table(rows)
   end
 
-  defp time(client, jax, model, dims, step, args, rounds) do
+  defp time(client, jax, model, dims, step, args, rounds, first?) do
     params = Models.params(model)
 
     # One round of `n` steps, each on the last one's parameters for a training step.
     nx_steps = fn n ->
-      {t, _} =
-        :timer.tc(fn ->
-          Enum.reduce(1..n, args, fn _, args ->
-            out = apply(step, args)
-            if params > 0, do: Enum.take(Tuple.to_list(out), params) ++ Enum.drop(args, params), else: args
-          end)
+      run = fn ->
+        Enum.reduce(1..n, args, fn _, args ->
+          out = apply(step, args)
+          if params > 0, do: Enum.take(Tuple.to_list(out), params) ++ Enum.drop(args, params), else: args
         end)
+      end
 
-      t / n
+      {wall, cpu} = Bench.timed(run)
+      %{nx: wall / n, nx_cpu: cpu / n}
     end
 
-    # Rounds of about 0.25 s a side.
-    estimate = Enum.min(for _ <- 1..3, do: nx_steps.(1))
-    n = estimate |> then(&round(250_000 / max(&1, 1))) |> max(1) |> min(20_000)
+    n = steps_per_round(&nx_steps.(&1).nx)
     nx_steps.(n)
-    JaxBench.Worker.request(jax, %{cmd: "steady", model: model, n: n})
+    Worker.request(jax, %{cmd: "steady", model: model, n: n})
 
     steady =
       Bench.rounds(
-        [nx: fn -> nx_steps.(n) end, jax: fn -> JaxBench.Worker.request(jax, %{cmd: "steady", model: model, n: n})["us"] end],
+        [nx: fn -> nx_steps.(n) end, jax: fn -> jax_steady(jax, model, n) end],
         rounds
       )
 
     first =
+      first? &&
       Bench.rounds(
         [
           nx: fn -> first_call(client, model, dims, args) end,
-          jax: fn -> JaxBench.Worker.request(jax, %{cmd: "first", model: model})["us"] end,
+          jax: fn -> %{"us" => us, "compile_us" => compile} = Worker.request(jax, %{cmd: "first", model: model}); %{jax: us, jax_compile: compile} end,
           nx_compile: fn -> compile_only(client, model, dims, args) end,
-          jax_compile: fn -> JaxBench.Worker.request(jax, %{cmd: "first", model: model})["compile_us"] end,
           nx_emit: fn -> elem(:timer.tc(fn -> Plugboard.Nx.to_mlir(Models.function(model, dims), args) end), 0) end
         ],
         max(div(rounds, 2), 3)
       )
 
     {steady, first}
+  end
+
+  defp jax_steady(jax, model, n) do
+    %{"us" => us, "cpu_us" => cpu} = Worker.request(jax, %{cmd: "steady", model: model, n: n})
+    %{jax: us, jax_cpu: cpu}
   end
 
   # A jit no cache has seen (the closure holds a new salt), its first call: Nx's tracing, the
@@ -283,52 +202,27 @@ defmodule JaxBench do
     t
   end
 
-  defp ratio(a, b), do: :erlang.float_to_binary(a / b, decimals: 2) <> "x"
-  defp us(t) when t >= 1000, do: "#{Float.round(t / 1000, 2)} ms"
-  defp us(t), do: "#{Float.round(t / 1, 1)} us"
+  defp step_text(s),
+    do: "step #{us(s.nx)} / JAX #{us(s.jax)} = #{ratio(s.nx, s.jax)} (CPU time #{us(s.nx_cpu)} / #{us(s.jax_cpu)} = #{ratio(s.nx_cpu, s.jax_cpu)})"
+
+  defp row_text(s, false), do: step_text(s)
 
   defp row_text(s, f) do
-    "step #{us(s.nx)} / JAX #{us(s.jax)} = #{ratio(s.nx, s.jax)}; first call #{us(f.nx)} / #{us(f.jax)} = #{ratio(f.nx, f.jax)}; " <>
+    step_text(s) <> "; first call #{us(f.nx)} / #{us(f.jax)} = #{ratio(f.nx, f.jax)}; " <>
       "compile alone #{us(f.nx_compile)} / #{us(f.jax_compile)} = #{ratio(f.nx_compile, f.jax_compile)}; emit #{us(f.nx_emit)}"
   end
 
   defp print_table(rows) do
-    IO.puts("| model | step: Plugboard.Nx | JAX | ratio | first call: Plugboard.Nx | JAX | ratio | XLA compile: Plugboard.Nx | JAX | ratio | emit |")
-    IO.puts("|---|---|---|---|---|---|---|---|---|---|---|")
+    IO.puts("| model | step: Plugboard.Nx | JAX | ratio | CPU time ratio | first call: Plugboard.Nx | JAX | ratio | XLA compile: Plugboard.Nx | JAX | ratio | emit |")
+    IO.puts("|---|---|---|---|---|---|---|---|---|---|---|---|")
 
     for {model, s, f} <- rows do
-      IO.puts("| #{model} | #{us(s.nx)} | #{us(s.jax)} | #{ratio(s.nx, s.jax)} | #{us(f.nx)} | #{us(f.jax)} | #{ratio(f.nx, f.jax)} | " <>
-                "#{us(f.nx_compile)} | #{us(f.jax_compile)} | #{ratio(f.nx_compile, f.jax_compile)} | #{us(f.nx_emit)} |")
-    end
-  end
-end
+      first =
+        if f,
+          do: [us(f.nx), us(f.jax), ratio(f.nx, f.jax), us(f.nx_compile), us(f.jax_compile), ratio(f.nx_compile, f.jax_compile), us(f.nx_emit)],
+          else: List.duplicate("-", 7)
 
-defmodule JaxBench.Worker do
-  @moduledoc false
-  # bench/jax_models.py as a port: one JSON request a line, one JSON answer a line.
-
-  def start do
-    python = System.get_env("JAXBENCH_PYTHON") || raise "JAXBENCH_PYTHON: a Python with JAX 0.10.2 (bench/jax_bench.sh sets one up)"
-    script = Path.expand("jax_models.py", __DIR__)
-    Port.open({:spawn_executable, python}, [:binary, :exit_status, {:line, 1_048_576}, args: ["-u", script]])
-  end
-
-  def request(port, request) do
-    Port.command(port, JSON.encode!(request) <> "\n")
-
-    case JSON.decode!(read_line(port, [])) do
-      %{"error" => error} -> raise "JAX's worker, #{inspect(request)}: #{error}"
-      reply -> reply
-    end
-  end
-
-  def version(port), do: request(port, %{cmd: "version"})["jax"]
-
-  defp read_line(port, acc) do
-    receive do
-      {^port, {:data, {:eol, part}}} -> IO.iodata_to_binary(Enum.reverse([part | acc]))
-      {^port, {:data, {:noeol, part}}} -> read_line(port, [part | acc])
-      {^port, {:exit_status, status}} -> raise "JAX's worker (bench/jax_models.py) exited with status #{status}"
+      IO.puts("| " <> Enum.join([model, us(s.nx), us(s.jax), ratio(s.nx, s.jax), ratio(s.nx_cpu, s.jax_cpu) | first], " | ") <> " |")
     end
   end
 end

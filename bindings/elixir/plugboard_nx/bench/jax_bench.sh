@@ -8,6 +8,8 @@
 #   bindings/elixir/plugboard_nx/bench/jax_bench.sh --check      (the test command's: tiny shapes against
 #                                                                  bench/fixtures/jax_tiny; no JAX needed)
 #   bindings/elixir/plugboard_nx/bench/jax_bench.sh --fixtures   (rewrites bench/fixtures/jax_tiny from JAX)
+#   bindings/elixir/plugboard_nx/bench/jax_bench.sh --settings [--models mlp] [--only default,donate]
+#                                    (bench/jax_settings.exs: each setting told to the plugin, against JAX)
 #
 # JAX goes into a virtual environment (JAXBENCH_VENV, default build/bench-venv, as
 # scripts/bench_callbacks.sh's) from the wheels pinned in bench/requirements-jax.txt, once.
@@ -36,7 +38,9 @@ if [ "${1:-}" = "--fixtures" ]; then
   for p in "${bench_plugins[@]:1}"; do PLUGBOARD_BENCH_PLUGIN="$p" run --check; done
   exit 0
 fi
+script=bench/jax_bench.exs
+[ "${1:-}" = "--settings" ] && { script=bench/jax_settings.exs; shift; }
 for p in "${bench_plugins[@]}"; do
-  PLUGBOARD_BENCH_PLUGIN="$p" taskset -c "$cpus" mix run bench/jax_bench.exs "$@" 2>&1 | grep -v "^[EW]0000"
+  PLUGBOARD_BENCH_PLUGIN="$p" taskset -c "$cpus" mix run "$script" "$@" 2>&1 | grep -v "^[EWI]0000"
   echo
 done

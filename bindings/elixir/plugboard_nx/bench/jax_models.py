@@ -10,12 +10,13 @@ and talks to in JSON lines on stdin/stdout, one answer per request:
   {"cmd": "steady", "model": M, "n": N}
       N calls, each on the previous call's parameters where the model is a training step, then
       block_until_ready on the last (JAX's asynchronous dispatch, as a training loop uses it);
-      the dispatch model blocks on every call -> {"us": per call}
+      the dispatch model blocks on every call -> {"us": per call, "cpu_us": this process's CPU time
+      per call, all threads}
   {"cmd": "first", "model": M}
       jax.clear_caches(), then jax.jit of the function and its first call, blocked
       -> {"us": first call, "compile_us": XLA's compile alone of the same lowered module}
-  {"cmd": "hlo", "model": M, "file": F}
-      the StableHLO module jax.jit lowers the function to, written to F -> {"ok": true}
+  {"cmd": "lowered", "model": M}
+      the StableHLO module jax.jit lowers the function to -> {"text": MLIR text}
   {"cmd": "quit"}
 
     python bench/jax_models.py      (the driver runs it; JAX 0.10.2 from bench/requirements-jax.txt)
@@ -124,18 +125,18 @@ class Model:
         jax.block_until_ready(self.jitted(*self.args))
 
     def steady(self, n):
+        """Wall and CPU (this process's, all threads) microseconds per call of n calls."""
         args = self.args
+        t0, c0 = time.perf_counter(), time.process_time()
         if self.params:  # a training loop: each step on the last step's parameters
-            t0 = time.perf_counter()
             for _ in range(n):
                 out = self.jitted(*args)
                 args = list(out[: self.params]) + args[self.params:]
             jax.block_until_ready(out)
         else:  # a call's latency: wait for each
-            t0 = time.perf_counter()
             for _ in range(n):
                 jax.block_until_ready(self.jitted(*args))
-        return (time.perf_counter() - t0) / n * 1e6
+        return {"us": (time.perf_counter() - t0) / n * 1e6, "cpu_us": (time.process_time() - c0) / n * 1e6}
 
     def first(self):
         jax.clear_caches()
@@ -178,13 +179,11 @@ def handle(models, req):
             o.astype("<f4").tofile(f"{req['dir']}/{m.name}.out{i}.f32")
         return {"shapes": [list(o.shape) for o in outs]}
     if cmd == "steady":
-        return {"us": m.steady(req["n"])}
+        return m.steady(req["n"])
     if cmd == "first":
         return m.first()
-    if cmd == "hlo":
-        with open(req["file"], "w") as f:
-            f.write(jax.jit(m.fun).lower(*m.args).as_text())
-        return {"ok": True}
+    if cmd == "lowered":
+        return {"text": jax.jit(m.fun).lower(*m.args).as_text()}
     return {"error": f"unknown command {cmd!r}"}
 
 
