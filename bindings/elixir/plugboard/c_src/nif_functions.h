@@ -37,6 +37,7 @@ PB_NIF(nif_client_info);
 PB_NIF(nif_client_close);
 PB_NIF(nif_client_id);
 PB_NIF(nif_client_notify_when_dropped);
+PB_NIF(nif_client_declare_lapack);
 PB_NIF(nif_resource_counts);
 // nif_compile.cpp
 PB_NIF(nif_compile);

@@ -191,6 +191,17 @@ PB_NIF(nif_client_notify_when_dropped) {
   });
 }
 
+// client_declare_lapack(client) -> :ok | {:error, ...}: plugboard's LAPACK kernels registered on the
+// client's plugin (dirty: the first call opens the LAPACK library).
+PB_NIF(nif_client_declare_lapack) {
+  (void)argc;
+  return guarded(env, "declaring LAPACK kernels", [&] {
+    auto client = get_client(env, argv[0]);
+    if (!client) return make_error(env, client.error());
+    return make_status(env, (*client)->declare_lapack());
+  });
+}
+
 // %{client: n, executable: n, buffer: n, call: n}: live native objects
 PB_NIF(nif_resource_counts) {
   (void)argc;

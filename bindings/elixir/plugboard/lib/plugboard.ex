@@ -162,6 +162,22 @@ defmodule Plugboard do
   def client_id(%Client{resource: r}), do: Native.client_id(r)
 
   @doc """
+  Registers plugboard's LAPACK kernels on the client's plugin, for programs that call them
+  (`Plugboard.Nx` lowers `Nx.LinAlg.eigh` and `svd` to them on a CPU client): the custom-call
+  targets `plugboard_lapack_ssyevd` / `_dsyevd` (symmetric eigendecomposition: `a {..., n, n}` to
+  `w {..., n}` ascending and `v {..., n, n}`, eigenvectors as columns) and `plugboard_lapack_sgesdd` /
+  `_dgesdd` (SVD: `a {..., m, n}` to `u`, `s` descending, `vt`, full or reduced as the results'
+  shapes say), `api_version = 4`. LAPACK is the system's `liblapack.so.3` (Debian: `liblapack3`;
+  the environment variable `PLUGBOARD_LAPACK` names another), opened at the first call. Errors:
+  `:unimplemented` for a plugin that is not a CPU plugin (or has no FFI extension), `:not_found`
+  without LAPACK. Later calls cost a lookup.
+  """
+  @spec declare_lapack(Client.t()) :: :ok | {:error, Error.t()}
+  def declare_lapack(%Client{resource: r}), do: Native.client_declare_lapack(r)
+
+  def declare_lapack(client), do: Options.invalid("declare_lapack: expected a %Plugboard.Client{}, got #{inspect(client, limit: 3)}")
+
+  @doc """
   Sends `message` to `pid` once the client is gone: when the garbage collector destroys the client
   resource, that is once no term refers to it any more (neither this `%Plugboard.Client{}` nor any
   copy of it, in any process). `close/1` is not the end: the term still exists. Executables and

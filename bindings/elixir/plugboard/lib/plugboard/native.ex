@@ -17,6 +17,7 @@ defmodule Plugboard.Native do
   def client_info(_client), do: :erlang.nif_error(:not_loaded)
   def client_close(_client), do: :erlang.nif_error(:not_loaded)
   def client_id(_client), do: :erlang.nif_error(:not_loaded)
+  def client_declare_lapack(_client), do: :erlang.nif_error(:not_loaded)
   def client_notify_when_dropped(_client, _pid, _message), do: :erlang.nif_error(:not_loaded)
   def resource_counts, do: :erlang.nif_error(:not_loaded)
   def compile(_client, _program, _name, _options, _pid, _ref), do: :erlang.nif_error(:not_loaded)
