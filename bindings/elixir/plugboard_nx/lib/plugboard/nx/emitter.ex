@@ -14,7 +14,8 @@ defmodule Plugboard.Nx.Emitter do
   alias Plugboard.Nx.{MLIR, Ops}
 
   defstruct lines: [], next: 0, memo: %{}, params: %{}, depth: 1, used: MapSet.new(),
-            token: nil, hooks: [], overridden: MapSet.new(), scope: %{}, any_hooks: false, constants: []
+            token: nil, hooks: [], overridden: MapSet.new(), scope: %{}, any_hooks: false, constants: [],
+            lapack: false
 
   @type value :: String.t() | [String.t()]
 
@@ -36,7 +37,8 @@ defmodule Plugboard.Nx.Emitter do
   module's attribute dictionary (`{mhlo.num_partitions = 2 : i32}`); `:preamble`, text before the
   function (`sdy.mesh` definitions); `:args`, a map from parameter index to that argument's
   attribute dictionary; `:constants`, a function of a constant parameter's tensor giving its
-  attribute dictionary.
+  attribute dictionary. `:lapack` (true for a CPU client with LAPACK declared): `Nx.LinAlg`'s eigh
+  and svd call plugboard's LAPACK kernels instead of computing in the program (`Plugboard.Nx.LinAlg`).
   """
   def to_mlir(params, output, overridden_hooks \\ [], annotations \\ %{}) do
     outputs = Composite.flatten_list([output])
@@ -47,7 +49,8 @@ defmodule Plugboard.Nx.Emitter do
       overridden: MapSet.new(overridden_hooks),
       scope: scope_ids(outputs),
       # Walked once: a program without hooks (most) never walks a cond's branches for them again.
-      any_hooks: has_hooks?(outputs)
+      any_hooks: has_hooks?(outputs),
+      lapack: Map.get(annotations, :lapack, false)
     }
 
     {values, st} = Enum.map_reduce(outputs, st, &emit/2)
