@@ -2,29 +2,29 @@ defmodule Plugboard.Nx.LinAlgAccuracyTest do
   # Nx.LinAlg compiled by Plugboard.Nx against LAPACK's answers (test/fixtures/lapack/cases.txt, made
   # by generate.py through numpy and scipy), f32 and f64, batched: residuals and orthogonality within
   # 10·n·eps of the type, values agreeing with LAPACK's to that tolerance (times the condition number
-  # where the quantity depends on it), vectors up to sign. Every case of one operation and type runs
-  # in one program; the checks run in f64 on the binary backend.
+  # where the quantity depends on it), vectors up to sign. Both routes (Plugboard.Nx.LinAlg): the CPU
+  # client's (eigh and svd through plugboard's LAPACK kernels) and the in-program one every other
+  # target takes (forced on a second client). Every case of one operation and type runs in one
+  # program; the checks run in f64 on the binary backend.
   use ExUnit.Case, async: true
   import Plugboard.Nx.Case
 
   @fixtures Path.join(__DIR__, "fixtures/lapack/cases.txt")
   @external_resource @fixtures
 
-  @groups [
-    eigh: [:eigh],
-    svd: [:svd],
-    qr: [:qr],
-    cholesky_lu: [:cholesky, :lu],
-    solvers: [:triangular_solve, :solve, :determinant, :invert, :pinv, :least_squares]
-  ]
+  # The groups whose programs differ by route (eigh, svd and what Nx builds on svd), and the rest.
+  @by_route [eigh: [:eigh], svd: [:svd], solvers: [:triangular_solve, :solve, :determinant, :invert, :pinv, :least_squares]]
+  @in_program_only [qr: [:qr], cholesky_lu: [:cholesky, :lu]]
 
-  for {label, path} <- cpu_plugins(), type <- [:f32, :f64] do
-    describe "on #{label}, #{type}" do
+  for {label, path} <- cpu_plugins(), type <- [:f32, :f64], route <- [:lapack, :in_program] do
+    describe "on #{label}, #{type}, #{route}" do
       setup do
-        %{c: client(unquote(path))}
+        %{c: route_client(unquote(path), unquote(route))}
       end
 
-      for {group, ops} <- @groups do
+      groups = if route == :lapack, do: @by_route, else: @by_route ++ @in_program_only
+
+      for {group, ops} <- groups do
         test "#{group} as accurate as LAPACK", %{c: c} do
           cases = Enum.filter(read_cases(), &(&1.type == unquote(type) and &1.op in unquote(ops)))
           assert cases != []
@@ -35,16 +35,32 @@ defmodule Plugboard.Nx.LinAlgAccuracyTest do
     end
   end
 
-  test "the issue's PCA example: vt's first row is LAPACK's to 1e-5 on every plugin" do
+  for {label, path} <- cpu_plugins() do
+    test "on #{label}, eigh and svd call LAPACK; on the in-program client they do not" do
+      lapack = route_client(unquote(path), :lapack)
+      in_program = route_client(unquote(path), :in_program)
+      assert Plugboard.Nx.LinAlg.lapack?(lapack)
+      refute Plugboard.Nx.LinAlg.lapack?(in_program)
+      fun = fn a -> {Nx.LinAlg.eigh(a), Nx.LinAlg.svd(a, full_matrices?: false)} end
+      a = Nx.tensor([[2.0, 1.0], [1.0, 3.0]], type: :f64)
+      text = ExUnit.CaptureIO.capture_io(fn -> Nx.Defn.jit_apply(fun, [a], compiler: Plugboard.Nx, client: lapack, debug: true) end)
+      assert text =~ "stablehlo.custom_call @plugboard_lapack_dsyevd"
+      assert text =~ "stablehlo.custom_call @plugboard_lapack_dgesdd"
+      text = ExUnit.CaptureIO.capture_io(fn -> Nx.Defn.jit_apply(fun, [a], compiler: Plugboard.Nx, client: in_program, debug: true) end)
+      refute text =~ "plugboard_lapack"
+    end
+  end
+
+  test "the issue's PCA example: vt's first row is LAPACK's to 1e-5 on every plugin and route" do
     # sklearn's PCA example, centred; numpy/LAPACK: [0.83849224, 0.54491354]. Nx's default gave
     # [0.83795, 0.54575] (eigh stopping at eps 1e-4).
     x = Nx.tensor([[-1, -1], [-2, -1], [-3, -2], [1, 1], [2, 1], [3, 2]], type: :f32)
 
-    for {_, path} <- cpu_plugins() do
+    for {_, path} <- cpu_plugins(), route <- [:lapack, :in_program] do
       {_u, s, vt} =
         Nx.Defn.jit_apply(&Nx.LinAlg.svd(Nx.subtract(&1, Nx.mean(&1, axes: [0])), full_matrices?: false), [x],
           compiler: Plugboard.Nx,
-          client: client(path)
+          client: route_client(path, route)
         )
 
       [first | _] = Nx.to_list(vt)
@@ -52,6 +68,37 @@ defmodule Plugboard.Nx.LinAlgAccuracyTest do
       assert_in_delta sign * Enum.at(first, 0), 0.83849224, 1.0e-5
       assert_in_delta sign * Enum.at(first, 1), 0.54491354, 1.0e-5
       assert_in_delta Enum.at(Nx.to_list(s), 0), 6.30061232, 1.0e-5
+    end
+  end
+
+  test "an exactly rank-deficient f32 matrix: the zero singular value comes out 0 and pinv inverts the rest (both routes)" do
+    # σ = 4, 1, 0 (Nx's own pinv test): computed σ₃ is ~1e-7 (rounding); numpy's pinv cuts at
+    # max(m, n)·eps·σ_max, Nx's at an absolute 1.0e-10, so svd returns rounding-level σ as 0.
+    u = Nx.tensor([[0.6, -0.8, 0.0], [0.8, 0.6, 0.0], [0.0, 0.0, 1.0]])
+    vt = Nx.tensor([[0.0, 0.0, 1.0], [0.28, 0.96, 0.0], [0.96, -0.28, 0.0]])
+    t = u |> Nx.multiply(Nx.tensor([4.0, 1.0, 0.0])) |> Nx.dot(vt)
+    expected = vt |> Nx.transpose() |> Nx.multiply(Nx.tensor([0.25, 1.0, 0.0])) |> Nx.dot(Nx.transpose(u))
+
+    for {_, path} <- cpu_plugins(), route <- [:lapack, :in_program] do
+      {s, pinv} = Nx.Defn.jit_apply(fn t -> {elem(Nx.LinAlg.svd(t), 1), Nx.LinAlg.pinv(t)} end, [t], compiler: Plugboard.Nx, client: route_client(path, route))
+      assert Nx.to_list(s) |> List.last() == 0.0
+      assert Nx.all_close(pinv, expected, atol: 1.0e-5) |> Nx.to_number() == 1, "#{route}: #{inspect(pinv)}"
+    end
+  end
+
+  # The test helper's client of the plugin (LAPACK on the CPU), or one that computes in the program.
+  defp route_client(path, :lapack), do: client(path)
+
+  defp route_client(path, :in_program) do
+    case :persistent_term.get({__MODULE__, path}, nil) do
+      nil ->
+        {:ok, c} = Plugboard.open(path)
+        Plugboard.Nx.LinAlg.compute_in_program(c)
+        :persistent_term.put({__MODULE__, path}, c)
+        c
+
+      c ->
+        c
     end
   end
 

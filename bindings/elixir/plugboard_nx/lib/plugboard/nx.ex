@@ -71,7 +71,9 @@ defmodule Plugboard.Nx do
       Cache.get_or_compile(client, cache_key, fn ->
         {expr, output} = devectorized_output(fun.(vars))
         params = vars |> Composite.flatten_list() |> Enum.map(&Nx.devectorize/1)
-        {text, _, used, hooks, constants} = Emitter.to_mlir(params, expr, bound_hooks)
+        # Nx.LinAlg's eigh and svd call LAPACK on a CPU client (Plugboard.Nx.LinAlg).
+        annotations = %{lapack: Plugboard.Nx.LinAlg.lapack?(client)}
+        {text, _, used, hooks, constants} = Emitter.to_mlir(params, expr, bound_hooks, annotations)
         if opts[:debug], do: IO.puts(text)
         targets = Enum.map(hooks, &elem(&1, 1))
         exe = Plugboard.compile!(client, text, name: name_of(key), callbacks: targets, portable: device != nil)

@@ -20,9 +20,7 @@ defmodule Plugboard.Nx.LinAlg.Eigh do
   defn eigh(a, opts \\ []) do
     opts = keyword!(opts, [:type])
     {batch, _n, _} = Batch.split(a)
-    a = Batch.flatten(a)
-    a = (a + Batch.transpose(a)) / 2
-    {d, v} = decompose(a)
+    {d, v} = a |> symmetrize() |> Batch.flatten() |> decompose()
     {Batch.unflatten(Nx.as_type(d, opts[:type]), batch), Batch.unflatten(Nx.as_type(v, opts[:type]), batch)}
   end
 
@@ -50,12 +48,37 @@ defmodule Plugboard.Nx.LinAlg.Eigh do
     # as its Rayleigh quotients vᵀ·A·v, which make each column's residual ‖A·v - λ·v‖ least.
     v = Jacobi.orthonormalize(v)
     d = Nx.sum(v * Batch.matmul(a, v), axes: [1])
-    # Nx's order: |eigenvalue| descending (the padding's 0 last).
-    key = Batch.select(idx >= n, -1, Nx.abs(d))
-    order = Nx.argsort(key, axis: 1, direction: :desc, stable: true)
-    d = Nx.take_along_axis(d, order, axis: 1)
-    v = Nx.take_along_axis(v, Nx.broadcast(Nx.new_axis(order, 1), {b, n2, n2}), axis: 2)
+    # The padding's 0 sorted last, then cut off.
+    {d, v} = nx_order(d, v, Batch.select(idx >= n, -1, Nx.abs(d)))
     {Nx.slice_along_axis(d, 0, n, axis: 1), v |> Nx.slice_along_axis(0, n, axis: 1) |> Nx.slice_along_axis(0, n, axis: 2)}
+  end
+
+  @doc "`(a + aᵀ)/2` of `{..., n, n}`: what both routes decompose."
+  defn symmetrize(a) do
+    rank = Nx.rank(a)
+    (a + Nx.transpose(a, axes: swap_last(rank))) / 2
+  end
+
+  deftransformp swap_last(rank), do: Enum.to_list(0..(rank - 3)//1) ++ [rank - 1, rank - 2]
+
+  @doc """
+  LAPACK's answer (`w {..., n}` ascending, `v {..., n, n}`, from plugboard_lapack_*syevd) in Nx's
+  order, as `opts[:type]`.
+  """
+  defn from_lapack(w, v, opts \\ []) do
+    opts = keyword!(opts, [:type])
+    {batch, _n, _} = Batch.split(v)
+    v = Batch.flatten(v)
+    w = Nx.reshape(w, {Nx.axis_size(v, 0), Nx.axis_size(v, 1)})
+    {d, v} = nx_order(w, v, Nx.abs(w))
+    {Batch.unflatten(Nx.as_type(d, opts[:type]), batch), Batch.unflatten(Nx.as_type(v, opts[:type]), batch)}
+  end
+
+  # Nx's order: by `key` (|eigenvalue|) descending, ties in their order; v's columns with them.
+  defnp nx_order(d, v, key) do
+    {b, n, _} = Nx.shape(v)
+    order = Nx.argsort(key, axis: 1, direction: :desc, stable: true)
+    {Nx.take_along_axis(d, order, axis: 1), Nx.take_along_axis(v, Nx.broadcast(Nx.new_axis(order, 1), {b, n, n}), axis: 2)}
   end
 
   # One sweep: 2m - 1 rounds of m rotations.

@@ -34,7 +34,29 @@ defmodule Plugboard.Nx.LinAlg.SVD do
           tall(a, opts[:full_matrices])
       end
 
-    type = opts[:type]
+    finish({u, s, vt}, batch, opts[:type])
+  end
+
+  @doc "LAPACK's answer (`{u, s, vt}` from plugboard_lapack_*gesdd, batched) finished as svd/2's."
+  defn from_lapack(u, s, vt, opts \\ []) do
+    opts = keyword!(opts, [:type])
+    {batch, _, _} = Batch.split(u)
+    u = Batch.flatten(u)
+    finish({u, Nx.reshape(s, {Nx.axis_size(u, 0), :auto}), Batch.flatten(vt)}, batch, opts[:type])
+  end
+
+  @doc """
+  The last steps of every SVD route: singular values at the rounding level, at most
+  `max(m, n)·eps·σ_max`, become 0, the cut numpy's pinv and lstsq make by default:
+  Nx's pinv and least_squares cut at an absolute 1.0e-10, so without it an exactly rank-deficient
+  f32 matrix's ~1e-7 would be inverted. It moves σ by less than the 10·n·eps accuracy bar. Then
+  the batch axes come back and the results take `type`.
+  """
+  deftransform finish({u, s, vt}, batch, type) do
+    size = max(Nx.axis_size(u, 1), Nx.axis_size(vt, 2))
+    eps = Nx.Constants.epsilon(Nx.type(s))
+    cut = Nx.multiply(Nx.multiply(eps, size), Nx.reduce_max(s, axes: [1], keep_axes: true))
+    s = Nx.select(Nx.less_equal(s, cut), Nx.tensor(0, type: Nx.type(s)), s)
     {Batch.unflatten(Nx.as_type(u, type), batch), Batch.unflatten(Nx.as_type(s, type), batch), Batch.unflatten(Nx.as_type(vt, type), batch)}
   end
 
