@@ -220,6 +220,18 @@ TEST_P(PartitionedRefusalTest, GspmdShardingsWithTheShardyPartitionerAreRefusedN
   EXPECT_NE(text.find(GetParam().path.string()), std::string::npos) << text;
 }
 
+// Where the plugin itself cannot split a program (more partitions than the client has devices),
+// its error comes back naming the plugin, the device count and the partitioner.
+TEST_P(PartitionedRefusalTest, APluginsRefusalNamesThePluginAndThePartitioner) {
+  auto client = client_with(GetParam(), 2);
+  ASSERT_TRUE(client);
+  auto exe = compile_split(*client, Form::kShardy, Partitioner::kShardy, 4);
+  ASSERT_FALSE(exe);
+  const std::string text = exe.error().to_string();
+  EXPECT_NE(text.find(GetParam().path.string()), std::string::npos) << text;
+  EXPECT_NE(text.find("for 4 device(s), partitioner Shardy (sdy dialect)"), std::string::npos) << text;
+}
+
 TEST_P(PartitionedRefusalTest, ExecutionsOfAPartitionedProgramAreCheckedPerDevice) {
   auto client = client_with(GetParam(), 4);
   ASSERT_TRUE(client);
