@@ -29,7 +29,7 @@ defmodule Plugboard.Nx do
   @behaviour Nx.Defn.Compiler
   import Nx.Defn, only: [deftransform: 2]
   alias Nx.Defn.Composite
-  alias Plugboard.Nx.{Backend, Cache, Emitter}
+  alias Plugboard.Nx.{Backend, BufferPressure, Cache, Emitter}
 
   @impl true
   # Nx.Serving runs one partition per entry, each in its own process: one per device of the client
@@ -67,7 +67,7 @@ defmodule Plugboard.Nx do
     device = opts[:device_id]
     cache_key = {Cache.client_key(client), function_key(key), templates, bound_hooks, device != nil, Keyword.take(opts, [:debug])}
 
-    {exe, output, used, hooks, constants} =
+    {exe, output, used, hooks, constants, output_bytes} =
       Cache.get_or_compile(client, cache_key, fn ->
         {expr, output} = devectorized_output(fun.(vars))
         params = vars |> Composite.flatten_list() |> Enum.map(&Nx.devectorize/1)
@@ -78,7 +78,7 @@ defmodule Plugboard.Nx do
         targets = Enum.map(hooks, &elem(&1, 1))
         exe = Plugboard.compile!(client, text, name: name_of(key), callbacks: targets, portable: device != nil)
         # Large constants live on the device with the executable, sent once.
-        {exe, output, used, hooks, Enum.map(constants, &Backend.to_buffer(client, &1, device || 0))}
+        {exe, output, used, hooks, Enum.map(constants, &Backend.to_buffer(client, &1, device || 0)), BufferPressure.bytes(output)}
       end)
 
     # The run's options: none at all (plugboard's fast path) for a program without host calls on
@@ -101,6 +101,7 @@ defmodule Plugboard.Nx do
         args = if length(args) == length(used), do: args, else: for({a, i} <- Enum.with_index(args), i in used, do: a)
         buffers = Enum.map(args, &Backend.to_buffer(client, &1.(), device || 0)) ++ on_device(client, constants, device || 0)
         outputs = Plugboard.run!(exe, buffers, run_opts)
+        BufferPressure.received(output_bytes)
 
         {result, []} =
           Composite.traverse(output, outputs, fn template, [buffer | rest] ->
