@@ -86,6 +86,22 @@ defmodule Plugboard.Nx.LinAlgAccuracyTest do
     end
   end
 
+  test "the gradient through svd's vectors is Nx's (one sign convention on both routes)" do
+    # Nx's own grad_test: d/dA sum(diag(s) + u + vt) at [[3, 0], [1, 2]]. u and vt enter the sum,
+    # so their signs decide it; LAPACK's gesdd gave other signs for other matrices before the
+    # routes shared the convention.
+    grad = fn t -> Nx.Defn.grad(t, fn t -> {u, s, vt} = Nx.LinAlg.svd(t); s |> Nx.make_diagonal() |> Nx.add(u) |> Nx.add(vt) |> Nx.sum() end) end
+    expected = Nx.tensor([[1.368404507637024, -0.5419228672981262], [-0.2197188436985016, 0.6067624092102051]])
+    tall = fn t -> Nx.Defn.grad(t, fn t -> {u, s, vt} = Nx.LinAlg.svd(t); s |> Nx.make_diagonal() |> Nx.exp() |> Nx.sum() |> Nx.add(Nx.sum(Nx.cos(u))) |> Nx.add(Nx.sum(Nx.sin(vt))) end) end
+    tall_expected = Nx.tensor([[25.911056518554688, 6.1099162101745605], [12.69705581665039, 10.84456729888916], [10.668402671813965, 6.426826477050781]])
+
+    for {_, path} <- cpu_plugins(), route <- [:lapack, :in_program] do
+      opts = [compiler: Plugboard.Nx, client: route_client(path, route)]
+      assert Nx.all_close(Nx.Defn.jit_apply(grad, [Nx.tensor([[3.0, 0.0], [1.0, 2.0]])], opts), expected, atol: 1.0e-4) |> Nx.to_number() == 1
+      assert Nx.all_close(Nx.Defn.jit_apply(tall, [Nx.tensor([[3.0, 0.0], [1.0, 2.0], [1.0, 1.0]])], opts), tall_expected, atol: 1.0e-3) |> Nx.to_number() == 1
+    end
+  end
+
   # The test helper's client of the plugin (LAPACK on the CPU), or one that computes in the program.
   defp route_client(path, :lapack), do: client(path)
 
@@ -138,8 +154,9 @@ defmodule Plugboard.Nx.LinAlgAccuracyTest do
       norm = max_abs(w_ref)
       within(k, "residual ‖A·V - V·Λ‖/‖A‖", fro(Nx.subtract(Nx.dot(a, v), Nx.multiply(v, w))) / fro(a), tol)
       within(k, "orthogonality ‖VᵀV - I‖", fro(Nx.subtract(Nx.dot(Nx.transpose(v), v), Nx.eye(n, type: :f64))), tol)
-      # Nx's order: |λ| descending. LAPACK's: ascending.
+      # Nx's order: |λ| descending. LAPACK's: ascending. Each vector's largest entry positive.
       assert Nx.to_list(Nx.abs(w)) == Enum.sort(Nx.to_list(Nx.abs(w)), :desc), "#{k.name}: eigenvalues not in Nx's order"
+      for j <- 0..(n - 1), do: assert(largest_positive?(v[[.., j]]), "#{k.name}: eigenvector #{j}'s largest entry is negative")
       within(k, "eigenvalues vs LAPACK (/‖A‖)", max_abs(Nx.subtract(Nx.sort(w), w_ref)) / norm, tol)
 
       if v_ref do
@@ -169,6 +186,7 @@ defmodule Plugboard.Nx.LinAlgAccuracyTest do
       within(k, "orthogonality ‖UᵀU - I‖", fro(Nx.subtract(Nx.dot(Nx.transpose(u), u), Nx.eye(elem(Nx.shape(u), 1), type: :f64))), tol)
       within(k, "orthogonality ‖VᵀV - I‖", fro(Nx.subtract(Nx.dot(vt, Nx.transpose(vt)), Nx.eye(elem(Nx.shape(vt), 0), type: :f64))), tol)
       assert Nx.to_list(s) == Enum.sort(Nx.to_list(s), :desc), "#{k.name}: singular values not descending"
+      for j <- 0..(p - 1), do: assert(largest_positive?(vt[j]), "#{k.name}: right singular vector #{j}'s largest entry is negative")
       within(k, "singular values vs LAPACK (/‖A‖)", max_abs(Nx.subtract(s, s_ref)) / norm, tol)
 
       if u_ref do
@@ -279,6 +297,9 @@ defmodule Plugboard.Nx.LinAlgAccuracyTest do
   defp fro(t), do: t |> Nx.pow(2) |> Nx.sum() |> Nx.sqrt() |> Nx.to_number()
   defp max_abs(t), do: t |> Nx.abs() |> Nx.reduce_max() |> Nx.to_number()
   defp rel(x, ref), do: fro(Nx.subtract(x, ref)) / max(fro(ref), 1.0e-300)
+
+  # The sign convention of both routes: the first entry of largest magnitude is positive.
+  defp largest_positive?(x), do: Nx.to_number(x[Nx.argmax(Nx.abs(x))]) >= 0
 
   defp sign_distance(x, ref) do
     s = if Nx.to_number(Nx.dot(x, ref)) < 0, do: -1.0, else: 1.0

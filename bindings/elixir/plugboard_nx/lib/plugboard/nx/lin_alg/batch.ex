@@ -38,6 +38,18 @@ defmodule Plugboard.Nx.LinAlg.Batch do
     Nx.select(Nx.broadcast(pred, shape), on_true, on_false)
   end
 
+  @doc """
+  The signs (±1, of the type) that make the largest-magnitude entry of each vector along `axis` of
+  `{b, r, c}` (columns for axis 1, rows for axis 2) positive, shaped to multiply them: the sign
+  convention of both routes' eigenvectors and singular vectors (Nx's own Jacobi gives it in
+  practice, and Nx's tests and gradients expect it; sklearn's svd_flip makes the same choice).
+  """
+  deftransform signs(t, axis) do
+    at = Nx.argmax(Nx.abs(t), axis: axis, keep_axis: true)
+    largest = Nx.take_along_axis(t, at, axis: axis)
+    Nx.select(Nx.less(largest, 0), Nx.tensor(-1, type: Nx.type(t)), Nx.tensor(1, type: Nx.type(t)))
+  end
+
   @doc "The identity `{b, n, n}` of `type`."
   deftransform eye(b, n, type), do: Nx.broadcast(Nx.eye(n, type: type), {b, n, n})
 

@@ -74,11 +74,13 @@ defmodule Plugboard.Nx.LinAlg.Eigh do
     {Batch.unflatten(Nx.as_type(d, opts[:type]), batch), Batch.unflatten(Nx.as_type(v, opts[:type]), batch)}
   end
 
-  # Nx's order: by `key` (|eigenvalue|) descending, ties in their order; v's columns with them.
+  # Nx's order: by `key` (|eigenvalue|) descending, ties in their order; v's columns with them, each
+  # with its largest entry positive (Batch.signs).
   defnp nx_order(d, v, key) do
     {b, n, _} = Nx.shape(v)
     order = Nx.argsort(key, axis: 1, direction: :desc, stable: true)
-    {Nx.take_along_axis(d, order, axis: 1), Nx.take_along_axis(v, Nx.broadcast(Nx.new_axis(order, 1), {b, n, n}), axis: 2)}
+    v = Nx.take_along_axis(v, Nx.broadcast(Nx.new_axis(order, 1), {b, n, n}), axis: 2)
+    {Nx.take_along_axis(d, order, axis: 1), v * Batch.signs(v, 1)}
   end
 
   # One sweep: 2m - 1 rounds of m rotations.

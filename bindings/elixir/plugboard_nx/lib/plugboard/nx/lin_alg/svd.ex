@@ -46,7 +46,8 @@ defmodule Plugboard.Nx.LinAlg.SVD do
   end
 
   @doc """
-  The last steps of every SVD route: singular values at the rounding level, at most
+  The last steps of every SVD route: each pair of singular vectors gets the sign that makes v_j's
+  largest entry positive (Batch.signs); singular values at the rounding level, at most
   `max(m, n)·eps·σ_max`, become 0, the cut numpy's pinv and lstsq make by default:
   Nx's pinv and least_squares cut at an absolute 1.0e-10, so without it an exactly rank-deficient
   f32 matrix's ~1e-7 would be inverted. It moves σ by less than the 10·n·eps accuracy bar. Then
@@ -57,6 +58,16 @@ defmodule Plugboard.Nx.LinAlg.SVD do
     eps = Nx.Constants.epsilon(Nx.type(s))
     cut = Nx.multiply(Nx.multiply(eps, size), Nx.reduce_max(s, axes: [1], keep_axes: true))
     s = Nx.select(Nx.less_equal(s, cut), Nx.tensor(0, type: Nx.type(s)), s)
+    # Each pair u_j, v_j flipped together so that v_j's largest entry is positive (Batch.signs).
+    k = Nx.axis_size(s, 1)
+    sign = vt |> Nx.slice_along_axis(0, k, axis: 1) |> Batch.signs(2)
+    # (A full U's columns past k have no partner: multiplied by 1.)
+    flip = fn t, axis, sign ->
+      config = for a <- 0..2, do: if(a == axis, do: {0, Nx.axis_size(t, axis) - k, 0}, else: {0, 0, 0})
+      Nx.multiply(t, Nx.pad(sign, Nx.tensor(1, type: Nx.type(t)), config))
+    end
+    u = flip.(u, 2, Nx.transpose(sign, axes: [0, 2, 1]))
+    vt = flip.(vt, 1, sign)
     {Batch.unflatten(Nx.as_type(u, type), batch), Batch.unflatten(Nx.as_type(s, type), batch), Batch.unflatten(Nx.as_type(vt, type), batch)}
   end
 
