@@ -111,7 +111,8 @@ defmodule JaxBench do
       raise "PLUGBOARD_COMPILE_CACHE=off is needed (first calls would load compiled programs): run bench/jax_bench.sh"
 
     jax = Worker.start()
-    IO.puts("JAX #{Worker.version(jax)}; #{Bench.load()}; #{rounds} interleaved rounds (Plugboard.Nx, JAX, ...), medians")
+    IO.puts("JAX #{Worker.version(jax)}; #{Bench.load()}; #{rounds} interleaved rounds (Plugboard.Nx, JAX, ...), medians; " <>
+              "ERL_FLAGS=#{inspect(System.get_env("ERL_FLAGS", ""))}")
 
     rows =
       for model <- models do

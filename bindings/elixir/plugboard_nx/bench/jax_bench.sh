@@ -31,6 +31,11 @@ fi
 export JAXBENCH_PYTHON="$venv/bin/python"
 # First calls are timed compiling: not loading from plugboard's persistent compile cache.
 export PLUGBOARD_COMPILE_CACHE=off
+# The VM's schedulers do not spin while a process waits for an execution (JAXBENCH_ERL_FLAGS; "" for
+# the VM's defaults): spinning schedulers take the cores XLA's threads run on. With the defaults a
+# run of x + 1 sometimes settled at 1.5-3x JAX's time, CPU time 4.5x (3 runs in 12 on a loaded
+# 2-core machine); with these, 6 runs in 6 at 0.81-0.90x.
+export ERL_FLAGS="${ERL_FLAGS:-} ${JAXBENCH_ERL_FLAGS-+sbwt none +sbwtdcpu none +sbwtdio none}"
 cpus=${JAXBENCH_CPUS:-0-$(($(nproc) - 1))}
 if [ "${1:-}" = "--fixtures" ]; then
   # JAX's outputs do not depend on the plugin: written once, then each plugin checked against them.

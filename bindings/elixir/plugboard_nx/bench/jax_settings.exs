@@ -16,7 +16,10 @@
 #                through YNNPACK, jaxlib 0.10.2's default);
 #   xnn_greedy   xla_cpu_experimental_xnn_graph_fusion_mode=XNN_GRAPH_FUSION_MODE_GREEDY (XNNPACK
 #                graph fusions);
-#   donate       the training step's parameters donated to it (input_output_alias), run with donate:.
+#   donate       the training step's parameters donated to it (input_output_alias), run with donate:;
+#   no_fusion_emitters, cheap_llvm, opt_level_2   what might compile faster:
+#                xla_cpu_use_fusion_emitters=false, xla_llvm_disable_expensive_passes=true,
+#                xla_backend_optimization_level=2 (XLA's default is 3).
 Code.require_file("bench_helpers.exs", __DIR__)
 Code.require_file("jax_models.exs", __DIR__)
 Code.require_file("jax_harness.exs", __DIR__)
@@ -32,7 +35,10 @@ defmodule JaxSettings do
     sync: [create: [{"asynchronous", false}]],
     ynn_dot: [xla: ["xla_cpu_experimental_ynn_fusion_type=LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"]],
     xnn_greedy: [xla: ["xla_cpu_experimental_xnn_graph_fusion_mode=XNN_GRAPH_FUSION_MODE_GREEDY"]],
-    donate: [donate: true]
+    donate: [donate: true],
+    no_fusion_emitters: [xla: ["xla_cpu_use_fusion_emitters=false"]],
+    cheap_llvm: [xla: ["xla_llvm_disable_expensive_passes=true"]],
+    opt_level_2: [xla: ["xla_backend_optimization_level=2"]]
   ]
 
   def main(argv) do
