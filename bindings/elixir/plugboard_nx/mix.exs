@@ -33,8 +33,10 @@ defmodule PlugboardNx.MixProject do
     [
       {:plugboard, path: "../plugboard"},
       hex_package(:nx, "~> 0.13", []),
-      hex_package(:axon, "~> 0.8", only: :test),
-      hex_package(:polaris, "~> 0.1", only: :test)
+      # Test-only and not started: :plugboard_nx's own .app must not list them (Nx's suite, run by
+      # test/nx_suite/run.sh, starts :plugboard_nx from its ebin without Axon on the path).
+      hex_package(:axon, "~> 0.8", only: :test, runtime: false),
+      hex_package(:polaris, "~> 0.1", only: :test, runtime: false)
     ]
   end
 
