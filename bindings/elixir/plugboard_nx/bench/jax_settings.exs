@@ -19,7 +19,8 @@
 #   donate       the training step's parameters donated to it (input_output_alias), run with donate:;
 #   no_fusion_emitters, cheap_llvm, opt_level_2   what might compile faster:
 #                xla_cpu_use_fusion_emitters=false, xla_llvm_disable_expensive_passes=true,
-#                xla_backend_optimization_level=2 (XLA's default is 3).
+#                xla_backend_optimization_level=2 (XLA's default is 3);
+#   no_thunks    xla_cpu_use_thunk_runtime=false (XLA's older runtime, where a plugin still has it).
 Code.require_file("bench_helpers.exs", __DIR__)
 Code.require_file("jax_models.exs", __DIR__)
 Code.require_file("jax_harness.exs", __DIR__)
@@ -38,7 +39,8 @@ defmodule JaxSettings do
     donate: [donate: true],
     no_fusion_emitters: [xla: ["xla_cpu_use_fusion_emitters=false"]],
     cheap_llvm: [xla: ["xla_llvm_disable_expensive_passes=true"]],
-    opt_level_2: [xla: ["xla_backend_optimization_level=2"]]
+    opt_level_2: [xla: ["xla_backend_optimization_level=2"]],
+    no_thunks: [xla: ["xla_cpu_use_thunk_runtime=false"]]
   ]
 
   def main(argv) do
