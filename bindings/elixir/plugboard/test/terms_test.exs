@@ -141,7 +141,6 @@ defmodule Plugboard.TermsTest do
       end
 
       test "free/1 releases a buffer now; later use names it", %{client: c, add: add, x: x, y: y} do
-        before = Plugboard.native_objects().buffer
         z = Plugboard.buffer!(c, f32s([5, 6, 7, 8]), :f32, {4})
         assert :ok = Plugboard.free(z)
         assert :ok = Plugboard.free(z)
@@ -154,9 +153,10 @@ defmodule Plugboard.TermsTest do
         assert {:error, %Error{code: :failed_precondition, message: m}} = Plugboard.free(x)
         assert m =~ "donated"
         assert to_f32s(Plugboard.to_binary!(w)) == [2.0, 3.0, 4.0, 5.0]
-        # The resource term lives on; the native object count is of resources, not of device memory.
-        assert Plugboard.native_objects().buffer >= before
-        # (The terms are used after the count, so that no garbage collection frees them before it.)
+        # The resource term lives on after free/1 (the errors above name it as freed, not as a dead
+        # term). The process-wide resource count is not compared here: other test modules run at the
+        # same time (async) and free their buffers, which made a before/after count fail in CI
+        # (151 before, 99 after, on xla_cpu_106).
         assert Enum.map([x, y, z, w], &Plugboard.valid?/1) == [false, true, false, true]
       end
     end
