@@ -16,3 +16,11 @@ for p in xla_cpu_081/xla_cpu_pjrt.so xla_cpu_106/libpjrt_cpu.so xla_cpu_115/pjrt
   bench_plugins+=("$deps/files/$p")
 done
 cd "$here"
+# each_plugin SCRIPT.exs: runs SCRIPT with `mix run` once per CPU plugin (PLUGBOARD_BENCH_PLUGIN),
+# XLA's log lines filtered, a blank line between plugins.
+each_plugin() {
+  for p in "${bench_plugins[@]}"; do
+    PLUGBOARD_BENCH_PLUGIN="$p" MIX_ENV=${MIX_ENV:-prod} mix run "$1" 2>&1 | grep -v "^[EW]0000"
+    echo
+  done
+}

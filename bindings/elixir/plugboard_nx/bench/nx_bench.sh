@@ -3,7 +3,4 @@
 # tests use (bench/env.sh).
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
-for p in "${bench_plugins[@]}"; do
-  PLUGBOARD_BENCH_PLUGIN="$p" MIX_ENV=prod mix run bench/nx_bench.exs 2>&1 | grep -v "^[EW]0000"
-  echo
-done
+each_plugin bench/nx_bench.exs
