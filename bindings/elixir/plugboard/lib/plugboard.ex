@@ -75,6 +75,10 @@ defmodule Plugboard do
     end
   end
 
+  @doc "What every node of the cluster booted and runs: `Plugboard.Cluster.report/1`."
+  @spec cluster_report(timeout()) :: [map()]
+  defdelegate cluster_report(timeout \\ 2_000), to: Plugboard.Cluster, as: :report
+
   @selection_keys [:bundle, :target, :targets, :probes, :isolate, :use_environment, :policy_source]
 
   @doc """

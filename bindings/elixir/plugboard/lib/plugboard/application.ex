@@ -41,13 +41,20 @@ defmodule Plugboard.Application do
 
   @impl true
   def start(_type, _args) do
-    children = [Plugboard.Printer]
+    # The cluster's :pg directory on every node. The connector (only when peers are configured)
+    # starts after the boot: a node whose boot failed never joins the cluster.
+    connector = Plugboard.Cluster.Connector.child(Application.get_env(:plugboard, :cluster))
+    children = [Plugboard.Printer, Plugboard.Cluster]
 
     with {:ok, sup} <- Supervisor.start_link(children, strategy: :one_for_one, name: Plugboard.Supervisor),
-         :ok <- boot_from_config() do
+         :ok <- boot_from_config(),
+         {:ok, _} <- start_connector(sup, connector) do
       {:ok, sup}
     end
   end
+
+  defp start_connector(_sup, nil), do: {:ok, nil}
+  defp start_connector(sup, child), do: Supervisor.start_child(sup, child)
 
   @impl true
   def stop(_state) do
