@@ -33,7 +33,7 @@ defmodule Plugboard do
   Routing is per execution: many processes may run one executable at once, each getting its own calls.
   """
 
-  alias Plugboard.{Buffer, Call, Client, Error, Executable, HostTensor, Native, Options, OrderedCall, Report, Run}
+  alias Plugboard.{Buffer, Call, Client, Error, Executable, HostTensor, Native, Options, OrderedCall, Report, Run, Telemetry}
 
   @typedoc "Element types, by plugboard's names."
   @type dtype ::
@@ -94,19 +94,24 @@ defmodule Plugboard do
   """
   @spec boot(keyword()) :: {:ok, Client.t(), Report.t()} | {:error, Error.t(), Report.t() | nil}
   def boot(opts \\ []) do
-    with {:ok, settings} <- settings(opts),
-         {:ok, resource, report, status} <- Native.boot(settings) do
-      case {resource, status} do
-        {nil, {:error, error}} -> {:error, error, report}
-        {resource, :ok} ->
-          case Client.wrap(resource) do
-            {:ok, client} -> {:ok, client, report}
-            {:error, error} -> {:error, error, report}
-          end
+    start = Telemetry.boot_start()
+
+    answer =
+      with {:ok, settings} <- settings(opts),
+           {:ok, resource, report, status} <- Native.boot(settings) do
+        case {resource, status} do
+          {nil, {:error, error}} -> {:error, error, report}
+          {resource, :ok} ->
+            case Client.wrap(resource, report.chosen) do
+              {:ok, client} -> {:ok, client, report}
+              {:error, error} -> {:error, error, report}
+            end
+        end
+      else
+        {:error, error} -> {:error, error, nil}
       end
-    else
-      {:error, error} -> {:error, error, nil}
-    end
+
+    Telemetry.booted(answer, start)
   end
 
   @doc "Lists the candidates `boot/1` would consider, judged without loading anything."
@@ -232,7 +237,7 @@ defmodule Plugboard do
     end
   end
 
-  def compile(%Client{resource: r}, program, opts) when is_binary(program) do
+  def compile(%Client{resource: r, target: target}, program, opts) when is_binary(program) do
     with :ok <- Options.known(opts, [:name, :callbacks, :xla_options, :plugin_defaults, :portable, :compile_cache, :timeout,
                                      :partitions, :partitioner, :devices], "compile"),
          {:ok, callbacks} <- Options.names(opts, :callbacks),
@@ -246,12 +251,18 @@ defmodule Plugboard do
          options = Map.merge(%{callbacks: callbacks, xla_options: xla_options, plugin_defaults: plugin_defaults, portable: portable,
                                compile_cache: compile_cache}, partitioning),
          ref = make_ref(),
+         start = System.monotonic_time(),
          {:started, gate} <- Native.compile(r, program, name, options, self(), ref) do
-      receive do
-        {:plugboard_compiled, ^ref, outcome} -> outcome
-      after
-        timeout -> give_up(gate, ref, :plugboard_compiled, "compiling #{name} did not finish in #{timeout} ms")
-      end
+      outcome =
+        receive do
+          {:plugboard_compiled, ^ref, outcome} -> outcome
+        after
+          timeout -> give_up(gate, ref, :plugboard_compiled, "compiling #{name} did not finish in #{timeout} ms")
+        end
+
+      # The NIF's executable has no target: its client's.
+      outcome = with {:ok, exe} <- outcome, do: {:ok, Map.put(exe, :target, target)}
+      Telemetry.compiled(outcome, name, target, start)
     end
   end
 
@@ -471,8 +482,11 @@ defmodule Plugboard do
          {:ok, donate} <- donate(opts),
          true <- Enum.all?(args_per_device, &is_list/1) || Options.invalid("run_partitioned: each device's arguments must be a list of buffers"),
          ref = make_ref(),
-         {:started, gate} <- Native.execute_partitioned(r, args_per_device, donate, self(), ref) do
-      await(%Run{ref: ref, gate: gate, blocking: %{}, ordered: %{}, executable: exe.name}, timeout)
+         :ok <- Telemetry.run_start(ref, exe.name, exe.target, exe.devices) do
+      case Native.execute_partitioned(r, args_per_device, donate, self(), ref) do
+        {:started, gate} -> await(%Run{ref: ref, gate: gate, blocking: %{}, ordered: %{}, executable: exe.name}, timeout)
+        error -> Telemetry.run_stop(ref, error)
+      end
     end
   end
 
@@ -509,12 +523,13 @@ defmodule Plugboard do
 
   defp start(%Executable{resource: r} = exe, args, donate, device, routes, limit, blocking, ordered) do
     ref = make_ref()
+    :ok = Telemetry.run_start(ref, exe.name, exe.target, device)
 
     case Native.execute(r, args, donate, device, routes, limit, self(), ref) do
       {:started, gate} -> {:ok, %Run{ref: ref, gate: gate, blocking: blocking, ordered: ordered, executable: exe.name}}
       # Finished inside the call (a small program on CPU): nothing to wait for.
       {:done, outcome} -> {:ok, %Run{ref: ref, blocking: %{}, ordered: %{}, executable: exe.name, done: outcome}}
-      {:error, _} = error -> error
+      {:error, _} = error -> Telemetry.run_stop(ref, error)
     end
   end
 
@@ -590,23 +605,23 @@ defmodule Plugboard do
         {:error, Error.new(:cancelled, "#{run.executable}: this run was cancelled when an earlier wait for it gave up")}
       else
         deadline = if timeout == :infinity, do: :infinity, else: System.monotonic_time(:millisecond) + timeout
-        await_loop(run, deadline, nil, timeout)
+        Telemetry.run_stop(run.ref, await_loop(run, deadline, nil, timeout))
       end
     end
   end
 
-  def await(%Run{done: outcome}, _timeout), do: outcome
+  def await(%Run{done: outcome, ref: ref}, _timeout), do: Telemetry.run_stop(ref, outcome)
 
   # Only the calls bound to functions are this loop's; those bound to this very process stay in its
   # mailbox for it to read afterwards.
   defp await_loop(%Run{ref: ref, blocking: blocking, ordered: ordered} = run, deadline, ordered_error, timeout) do
     receive do
       {:plugboard_call, ^ref, %Call{name: name} = call} when is_map_key(blocking, name) ->
-        answer(call, Map.get(run.blocking, call.name))
+        answer(call, Map.get(run.blocking, call.name), run.executable)
         await_loop(run, deadline, ordered_error, timeout)
 
       {:plugboard_ordered, ^ref, %OrderedCall{name: name} = call} when is_map_key(ordered, name) ->
-        error = deliver_ordered(call, Map.get(run.ordered, call.name))
+        error = deliver_ordered(call, Map.get(run.ordered, call.name), run.executable)
         await_loop(run, deadline, ordered_error || error, timeout)
 
       {:plugboard_done, ^ref, outcome} ->
@@ -630,7 +645,7 @@ defmodule Plugboard do
   defp drain(%Run{ref: ref, ordered: ordered} = run, ordered_error, timeout) do
     receive do
       {:plugboard_ordered, ^ref, %OrderedCall{name: name} = call} when is_map_key(ordered, name) ->
-        drain(run, ordered_error || deliver_ordered(call, Map.get(ordered, name)), timeout)
+        drain(run, ordered_error || deliver_ordered(call, Map.get(ordered, name), run.executable), timeout)
 
       {:plugboard_done, ^ref, outcome} ->
         flush(ref)
@@ -667,10 +682,13 @@ defmodule Plugboard do
     end
   end
 
-  defp answer(%Call{} = call, fun) when is_function(fun) do
+  defp answer(%Call{} = call, fun, executable) when is_function(fun) do
     result =
       try do
-        if is_function(fun, 2), do: fun.(call.operands, call.attributes), else: fun.(call.operands)
+        Telemetry.span([:plugboard, :host_callback], %{name: call.name, ordered: false, executable: executable}, fn ->
+          results = if is_function(fun, 2), do: fun.(call.operands, call.attributes), else: fun.(call.operands)
+          {results, %{name: call.name, ordered: false, executable: executable, result: if(match?({:error, _}, results), do: :error, else: :ok)}}
+        end)
       rescue
         e -> {:raised, Exception.format(:error, e, __STACKTRACE__)}
       catch
@@ -685,9 +703,11 @@ defmodule Plugboard do
     end
   end
 
-  defp deliver_ordered(%OrderedCall{} = call, fun) when is_function(fun, 1) do
+  defp deliver_ordered(%OrderedCall{} = call, fun, executable) when is_function(fun, 1) do
+    metadata = %{name: call.name, ordered: true, executable: executable}
+
     try do
-      fun.(call)
+      Telemetry.span([:plugboard, :host_callback], metadata, fn -> {fun.(call), Map.put(metadata, :result, :ok)} end)
       nil
     rescue
       e -> Error.new(:unknown, "ordered host callback #{call.name} raised #{Exception.message(e)}")

@@ -44,7 +44,9 @@ defmodule Plugboard.Application do
     # The cluster's :pg directory on every node. The connector (only when peers are configured)
     # starts after the boot: a node whose boot failed never joins the cluster.
     connector = Plugboard.Cluster.Connector.child(Application.get_env(:plugboard, :cluster))
-    children = [Plugboard.Printer, Plugboard.Cluster]
+    # Telemetry first: the summary attaches before the boot emits its event.
+    Plugboard.Telemetry.setup()
+    children = [Plugboard.Printer, Plugboard.Cluster, Plugboard.Telemetry.Summary]
 
     with {:ok, sup} <- Supervisor.start_link(children, strategy: :one_for_one, name: Plugboard.Supervisor),
          :ok <- boot_from_config(),

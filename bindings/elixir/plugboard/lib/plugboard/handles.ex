@@ -2,17 +2,21 @@ defmodule Plugboard.Client do
   @moduledoc """
   A started plugin: its devices, buffers and compilation. Owned by the garbage collector (the
   plugin itself stays loaded for the life of the VM). Safe to use from any number of processes.
+  `target` is the name of the target `Plugboard.boot/1` started it as, or the plugin's path for a
+  client from `Plugboard.open/2` (what telemetry events name it by).
   """
-  @type t :: %__MODULE__{resource: reference(), platform: String.t(), platform_version: String.t(), plugin: String.t()}
+  @type t :: %__MODULE__{resource: reference(), platform: String.t(), platform_version: String.t(), plugin: String.t(),
+                         target: String.t()}
   @enforce_keys [:resource]
-  defstruct [:resource, :platform, :platform_version, :plugin]
+  defstruct [:resource, :platform, :platform_version, :plugin, :target]
 
   @doc false
-  def wrap(resource) do
+  def wrap(resource, target \\ nil) do
     case Plugboard.Native.client_info(resource) do
       {:ok, info} ->
         {:ok,
-         %__MODULE__{resource: resource, platform: info.platform, platform_version: info.platform_version, plugin: info.plugin}}
+         %__MODULE__{resource: resource, platform: info.platform, platform_version: info.platform_version, plugin: info.plugin,
+                     target: target || info.plugin}}
 
       {:error, _} = error ->
         error
@@ -31,7 +35,8 @@ defmodule Plugboard.Executable do
   custom calls or host callbacks, small results; one launch over 0.5 ms sends later ones to a thread),
   or `:thread` on one of plugboard's threads. `devices` lists the device indices it was compiled
   for, partition by partition (one; several for `partitions:`, run with `Plugboard.run_partitioned/3`;
-  none for a portable program). Safe to run from any number of processes at once.
+  none for a portable program). `target` is its client's (`Plugboard.Client`). Safe to run from any
+  number of processes at once.
   """
   @type array_type :: {Plugboard.dtype(), tuple()}
   @type t :: %__MODULE__{
@@ -44,9 +49,10 @@ defmodule Plugboard.Executable do
           compile_ms: float(),
           notes: [String.t()],
           launch: :inline | :thread,
-          devices: [non_neg_integer()]
+          devices: [non_neg_integer()],
+          target: String.t()
         }
-  defstruct [:resource, :name, :parameters, :results, :callbacks, :source, :compile_ms, :launch, notes: [], devices: []]
+  defstruct [:resource, :name, :parameters, :results, :callbacks, :source, :compile_ms, :launch, :target, notes: [], devices: []]
 end
 
 defmodule Plugboard.Buffer do

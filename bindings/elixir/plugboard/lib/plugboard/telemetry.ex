@@ -1,0 +1,160 @@
+defmodule Plugboard.Telemetry do
+  @moduledoc """
+  plugboard's `:telemetry` events, emitted from here only. `:telemetry` is an optional dependency:
+  when it is not loaded (or its application did not start), nothing is emitted and each place that
+  would emit costs one `:persistent_term` read. Whether it is there is decided once, when the
+  `:plugboard` application starts (`setup/0`).
+
+  Events (measurements in `:native` time units unless named `_ms`; `System.convert_time_unit/3`):
+
+    * `[:plugboard, :boot, :start | :stop]` — `Plugboard.boot/1` (the application's boot included).
+      Start: `%{system_time, monotonic_time}`, metadata `%{}`. Stop: `%{duration, monotonic_time}`,
+      metadata `%{result: :ok | :error, target: chosen name | nil, policy: string | nil,
+      candidates: [candidate], error: %Plugboard.Error{} | nil, report: %Plugboard.Report{} | nil}`,
+      each candidate `%{name, platform, origin, verdict, failed_stage, stages: [{stage, ms}]}` in the
+      report's order (stage times in ms, as the report has them). A failed boot is a stop with
+      `result: :error` (plugboard returns errors as values; nothing raises).
+    * `[:plugboard, :compile]` — once per `Plugboard.compile/3` that got an answer (or gave up):
+      `%{duration}` (the caller's wait) and `compile_ms` (what the compilation or load itself took,
+      nil on error); metadata `%{name, source: :compiled | :compile_cache | :precompiled | nil,
+      target, result: :ok | :error, error}`. `Plugboard.Nx`'s own cache emits it too on a hit, with
+      `source: :nx_cache` and the lookup's `duration`.
+    * `[:plugboard, :run, :start | :stop]` — a span from `Plugboard.run/3`, `run_async/3` or
+      `run_partitioned/3` to the outcome its `await/2` returns (a run never awaited has no stop).
+      Start: `%{system_time, monotonic_time}`, metadata `%{executable, target, device}` (`device` a
+      list of indices for `run_partitioned/3`). Stop: `%{duration, monotonic_time}`, the same
+      metadata plus `result: :ok | :error` and `error` (a failed or timed-out run).
+    * `[:plugboard, :host_callback, :start | :stop | :exception]` — a host callback answered by an
+      Elixir function bound in `run/3`'s `callbacks:` or `ordered:` (`:telemetry.span/3`): metadata
+      `%{name, ordered: boolean, executable}`, on stop also `result: :ok | :error`. `:exception`
+      (the function raised, threw or exited) carries `kind`, `reason` and `stacktrace`; the
+      execution then fails as before.
+
+  `target` is the name of the target the client was booted as (`Plugboard.Client`'s `target`), or
+  the plugin's path for a client from `Plugboard.open/2`.
+
+  Reserved for `Plugboard.Serving` (which emits them): `[:plugboard, :serving, :route]`,
+  `[:plugboard, :serving, :retry]`, `[:plugboard, :serving, :run, :start | :stop]`.
+  """
+  @compile {:no_warn_undefined, :telemetry}
+  @key {__MODULE__, :enabled}
+
+  @doc false
+  # Plugboard.Application's start: decides once whether events are emitted (read on every run).
+  def setup do
+    enabled = Code.ensure_loaded?(:telemetry) and match?({:ok, _}, Application.ensure_all_started(:telemetry))
+    if :persistent_term.get(@key, nil) != enabled, do: :persistent_term.put(@key, enabled)
+    enabled
+  end
+
+  @doc "Whether plugboard emits events (`:telemetry` was there when `:plugboard` started)."
+  @spec enabled?() :: boolean()
+  def enabled?, do: :persistent_term.get(@key, false)
+
+  @doc "Emits one event (nothing when disabled)."
+  @spec execute([atom()], map(), map()) :: :ok
+  def execute(event, measurements, metadata) do
+    if enabled?(), do: :telemetry.execute(event, measurements, metadata)
+    :ok
+  end
+
+  @doc """
+  `:telemetry.span/3` when enabled: `fun` returns `{result, stop_metadata}`; `result` is returned.
+  Disabled, only `fun` runs.
+  """
+  @spec span([atom()], map(), (-> {term(), map()})) :: term()
+  def span(prefix, metadata, fun) do
+    if enabled?(), do: :telemetry.span(prefix, metadata, fun), else: elem(fun.(), 0)
+  end
+
+  # ------------------------------------------------------------------------------------------------
+  # Spans that start in one call and end in another (Plugboard's run_async/3 and await/2).
+
+  @doc false
+  # A run started (`ref` is its %Plugboard.Run{}'s): its start event now, its stop when awaited.
+  # Kept in the process dictionary of the process that started it (the one that awaits it: the
+  # outcome is sent there), so a second await emits nothing.
+  def run_start(ref, executable, target, device) do
+    if enabled?() do
+      metadata = %{executable: executable, target: target, device: device}
+      start = System.monotonic_time()
+      :telemetry.execute([:plugboard, :run, :start], %{system_time: System.system_time(), monotonic_time: start}, metadata)
+      Process.put({__MODULE__, ref}, {start, metadata})
+    end
+
+    :ok
+  end
+
+  @doc false
+  # The run's outcome, returned as it is; its stop event first when its start was emitted here.
+  def run_stop(ref, outcome) do
+    with true <- enabled?(),
+         {start, metadata} <- Process.delete({__MODULE__, ref}) do
+      stop = System.monotonic_time()
+      :telemetry.execute([:plugboard, :run, :stop], %{duration: stop - start, monotonic_time: stop}, result(metadata, outcome))
+    end
+
+    outcome
+  end
+
+  @doc false
+  # Plugboard.compile/3's answer, returned as it is, after its event.
+  def compiled(outcome, name, target, start) do
+    if enabled?() do
+      {source, ms} = with {:ok, exe} <- outcome, do: {exe.source, exe.compile_ms}, else: (_ -> {nil, nil})
+      measurements = %{duration: System.monotonic_time() - start, compile_ms: ms}
+      :telemetry.execute([:plugboard, :compile], measurements, result(%{name: name, source: source, target: target}, outcome))
+    end
+
+    outcome
+  end
+
+  @doc false
+  # Plugboard.boot/1's answer, returned as it is, after its stop event.
+  def booted(answer, start) do
+    if enabled?() do
+      {report, error} =
+        case answer do
+          {:ok, _client, report} -> {report, nil}
+          {:error, error, report} -> {report, error}
+        end
+
+      stop = System.monotonic_time()
+
+      metadata = %{
+        result: if(error, do: :error, else: :ok),
+        error: error,
+        target: report && report.chosen,
+        policy: report && report.policy,
+        candidates: candidates(report),
+        report: report
+      }
+
+      :telemetry.execute([:plugboard, :boot, :stop], %{duration: stop - start, monotonic_time: stop}, metadata)
+    end
+
+    answer
+  end
+
+  @doc false
+  # The boot's start event; its time, for booted/2.
+  def boot_start do
+    start = System.monotonic_time()
+    if enabled?(), do: :telemetry.execute([:plugboard, :boot, :start], %{system_time: System.system_time(), monotonic_time: start}, %{})
+    start
+  end
+
+  @doc false
+  # The candidates of a boot report as the boot event carries them (plain data).
+  def candidates(nil), do: []
+
+  def candidates(%Plugboard.Report{candidates: candidates}) do
+    for c <- candidates do
+      %{name: c.name, platform: c.platform, origin: c.origin, verdict: c.verdict, failed_stage: c.failed_stage,
+        stages: for(s <- c.stages || [], do: {s.stage, s.ms})}
+    end
+  end
+
+  defp result(metadata, {:ok, _}), do: Map.merge(metadata, %{result: :ok, error: nil})
+  defp result(metadata, {:error, error}), do: Map.merge(metadata, %{result: :error, error: error})
+end
