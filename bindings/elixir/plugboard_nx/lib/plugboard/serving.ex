@@ -1,0 +1,258 @@
+defmodule Plugboard.Serving do
+  @moduledoc """
+  An `Nx.Serving` per node of a cluster, weighted by the target the node booted, and a call that
+  loses nothing when a node dies.
+
+  ## On each compute node
+
+      children = [
+        {Plugboard.Serving, serving: Nx.Serving.new(&build/1, compiler: Plugboard.Nx), name: MyApp.Model,
+         batch_size: 16, batch_timeout: 20, idempotent: true}
+      ]
+
+  starts the node's `Nx.Serving` named `MyApp.Model` on the booted target (`Plugboard.client/0`, or the
+  client `client:` gives; a node that booted no target refuses to start it, so it never joins as a
+  member; the serving's own `defn_options` should name the same client) with
+    * `distribution_weight` = devices × kind weight (`"cpu"` 1, any accelerator 8; `weight:`
+      overrides it, e.g. from `config/runtime.exs`), so `Nx.Serving.batched_run/2` from any node
+      shares requests by it too;
+    * `partitions: true` when the target has more than one device (each device runs batches);
+    * a `Plugboard.Serving.Member` in the cluster's directory that tells callers the node's target,
+      devices, weight and whether the serving is idempotent, and publishes its load (requests in
+      progress) as it changes.
+  Other options (`batch_size`, `batch_timeout`, `partitions`, ...) go to `Nx.Serving`.
+
+  ## From any node: `run/3`
+
+  `run(name, input, opts)` sends `input` (an `Nx.Batch`, or what the serving's
+  `client_preprocessing` takes; tensors on `Nx.BinaryBackend`, as any distributed `Nx.Serving` call
+  needs) to one member and returns `{:ok, output}` (tensors in the output moved to
+  `Nx.BinaryBackend` on the serving node), or `{:ok, output, info}` with `info: true`
+  (`%{node, target, attempts, lost: [{node, reason}]}`: where the batch ran and what was retried).
+
+  **Routing** (`routing:`): `:load` (default) chooses the member with the least load per weight
+  (`Plugboard.Serving.Router`); `:weighted` one at random by weight, as `Nx.Serving` does.
+
+  **What is retried.** A request whose node went down (`:noconnection`, `:noproc`, the node killed,
+  disconnected or partitioned away) or that did not answer within `timeout:` (ms per attempt,
+  default 30 000; the remote request is then killed) is sent again to another node — at most
+  `retries:` times (default 2), each time with the reason in the log (`warning`) and a
+  `[:plugboard, :serving, :retry]` event — **only when the serving was declared `idempotent: true`**
+  where it runs: such a request may have run on the lost node, and only an idempotent one may run
+  twice. A serving that was not running yet on the chosen node (`:noproc`: it never ran) is always
+  tried elsewhere. Not retried: errors the serving itself raises (bad input, a failed compile or run
+  on the target): they are the answer, `{:error, {:serving, node, message}}`. Requests in flight on
+  other nodes are untouched by a node's death: each request watches only its own node.
+
+  Errors are values: `{:error, {:no_member, name}}` (no node serves `name`), `{:error, {:lost, [{node,
+  reason}, ...]}}` (every attempt lost), `{:error, {:serving, node, message}}`.
+
+  ## Telemetry
+  `[:plugboard, :serving, :run, :start | :stop | :exception]` around `run/3` (metadata `name`,
+  `routing`; on stop also `node`, `target`, `attempts`, `result` `:ok | :error`),
+  `[:plugboard, :serving, :route]` for each choice (measurements `load`, `weight`, `candidates`;
+  metadata `name`, `node`, `routing`), `[:plugboard, :serving, :retry]` (measurements `attempt`;
+  metadata `name`, `node`, `reason`).
+  """
+  require Logger
+  alias Plugboard.Serving.{Member, Router}
+
+  @serving_keys [:serving, :name, :idempotent, :weight, :publish_ms, :client]
+
+  @doc false
+  def child_spec(opts) do
+    %{id: {__MODULE__, Keyword.get(opts, :name)}, start: {__MODULE__, :start_link, [opts]}, type: :supervisor}
+  end
+
+  @doc "Starts the node's serving (see the module doc); `{:error, reason}` when no target is booted or an option is wrong."
+  @spec start_link(keyword()) :: Supervisor.on_start()
+  def start_link(opts) do
+    with {:ok, name} <- fetch_name(opts),
+         {:ok, %Nx.Serving{} = serving} <- fetch_serving(opts),
+         {:ok, client} <- client(name, opts[:client]),
+         {:ok, info} <- node_info(client, opts) do
+      nx_opts =
+        opts
+        |> Keyword.drop(@serving_keys)
+        |> Keyword.put_new(:partitions, info.devices > 1)
+        |> Keyword.merge(serving: serving, name: name, distribution_weight: info.weight)
+
+      children = [{Nx.Serving, nx_opts}, {Member, name: name, info: info, publish_ms: Keyword.get(opts, :publish_ms, 5)}]
+      Supervisor.start_link(children, strategy: :rest_for_one)
+    end
+  end
+
+  defp fetch_name(opts) do
+    case opts[:name] do
+      name when is_atom(name) and name not in [nil, true, false] -> {:ok, name}
+      other -> {:error, "Plugboard.Serving: name: must be an atom (the serving's registered name), got #{inspect(other)}"}
+    end
+  end
+
+  defp fetch_serving(opts) do
+    case opts[:serving] do
+      %Nx.Serving{} = serving -> {:ok, serving}
+      other -> {:error, "Plugboard.Serving: serving: must be an %Nx.Serving{}, got #{inspect(other, limit: 3)}"}
+    end
+  end
+
+  # The booted target's client, or the one `client:` gives (its plugin file names the target then).
+  defp client(_name, %Plugboard.Client{} = client), do: {:ok, client}
+  defp client(name, nil) do
+    case Plugboard.client() do
+      {:ok, client} -> {:ok, client}
+      {:error, error} -> {:error, "Plugboard.Serving #{inspect(name)} not started: no target booted on #{node()} (#{Exception.message(error)})"}
+    end
+  end
+
+  @doc """
+  The weight a node gets for `devices` devices of `kind` (the client's device kind): devices × 1 for
+  `"cpu"`, devices × 8 for any accelerator.
+  """
+  @spec default_weight(non_neg_integer(), String.t() | nil) :: pos_integer()
+  def default_weight(devices, kind), do: max(devices, 1) * if(kind in ["cpu", nil], do: 1, else: 8)
+
+  defp client(_name, other), do: {:error, "Plugboard.Serving: client: must be a %Plugboard.Client{}, got #{inspect(other, limit: 3)}"}
+
+  defp node_info(client, opts) do
+    {:ok, devices} = Plugboard.devices(client)
+    kind = devices |> List.first(%{}) |> Map.get(:kind)
+
+    target =
+      case {Plugboard.client(), Plugboard.report()} do
+        {{:ok, ^client}, %{chosen: chosen}} -> chosen
+        _ -> Path.basename(client.plugin)
+      end
+
+    weight =
+      case opts[:weight] do
+        nil -> {:ok, default_weight(length(devices), kind)}
+        w when is_integer(w) and w > 0 -> {:ok, w}
+        w -> {:error, "Plugboard.Serving: weight: must be a positive integer, got #{inspect(w)}"}
+      end
+
+    with {:ok, weight} <- weight do
+      {:ok,
+       %{target: target, platform: client.platform, plugin: client.plugin, devices: length(devices),
+         device_kind: kind, weight: weight, idempotent: Keyword.get(opts, :idempotent, false) == true}}
+    end
+  end
+
+  @doc "See the module doc. Options: `routing:`, `retries:`, `timeout:`, `info:`."
+  @spec run(atom(), term(), keyword()) :: {:ok, term()} | {:ok, term(), map()} | {:error, term()}
+  def run(name, input, opts \\ []) when is_atom(name) do
+    routing = Keyword.get(opts, :routing, :load)
+    retries = Keyword.get(opts, :retries, 2)
+    timeout = Keyword.get(opts, :timeout, 30_000)
+
+    unless routing in [:load, :weighted], do: raise(ArgumentError, "Plugboard.Serving.run: routing: must be :load or :weighted, got #{inspect(routing)}")
+    unless is_integer(retries) and retries >= 0, do: raise(ArgumentError, "Plugboard.Serving.run: retries: must be a non-negative integer, got #{inspect(retries)}")
+
+    :telemetry.span([:plugboard, :serving, :run], %{name: name, routing: routing}, fn ->
+      outcome = attempt(name, input, %{routing: routing, retries: retries, timeout: timeout}, 1, [])
+
+      meta =
+        case outcome do
+          {:ok, _, where} -> Map.merge(where, %{name: name, routing: routing, result: :ok})
+          {:error, _} -> %{name: name, routing: routing, result: :error}
+        end
+
+      {answer(outcome, opts[:info]), meta}
+    end)
+  end
+
+  @doc "Same as `run/3`, raising (an exit, as `Nx.Serving.batched_run/2` does) when no answer came."
+  def run!(name, input, opts \\ []) do
+    case run(name, input, Keyword.delete(opts, :info)) do
+      {:ok, output} -> output
+      {:error, reason} -> exit({reason, {__MODULE__, :run!, [name]}})
+    end
+  end
+
+  defp answer({:ok, output, _where}, info) when info != true, do: {:ok, output}
+  defp answer(outcome, _), do: outcome
+
+  defp attempt(name, input, opts, attempt, lost) do
+    case Router.choose(name, opts.routing, Enum.map(lost, &elem(&1, 0))) do
+      nil when lost == [] ->
+        {:error, {:no_member, name}}
+
+      nil ->
+        {:error, {:lost, Enum.reverse(lost)}}
+
+      member ->
+        :telemetry.execute([:plugboard, :serving, :route], %{load: member.load, weight: member.weight},
+                           %{name: name, node: member.node, routing: opts.routing})
+
+        case call(name, member, input, opts.timeout) do
+          {:ok, output, where} ->
+            {:ok, output, Map.merge(where, %{attempts: attempt, lost: Enum.reverse(lost)})}
+
+          {:error, message} ->
+            {:error, {:serving, member.node, message}}
+
+          {:lost, reason} ->
+            retry? = reason == :noproc or (member.info.idempotent and attempt <= opts.retries)
+            lost = [{member.node, reason} | lost]
+
+            if retry? do
+              Logger.warning("plugboard: serving #{inspect(name)}: request lost on #{member.node} (#{inspect(reason)}); " <>
+                               "sending it to another node (attempt #{attempt + 1})")
+              :telemetry.execute([:plugboard, :serving, :retry], %{attempt: attempt + 1}, %{name: name, node: member.node, reason: reason})
+              attempt(name, input, opts, attempt + 1, lost)
+            else
+              {:error, {:lost, Enum.reverse(lost)}}
+            end
+        end
+    end
+  end
+
+  # One request on one member's node: {:ok, output, where} | {:error, message} | {:lost, reason}.
+  defp call(name, member, input, timeout) do
+    ref = make_ref()
+    Router.in_flight(name, member.pid, 1)
+    {pid, monitor} = Node.spawn_monitor(member.node, __MODULE__, :__remote_run__, [ref, name, input])
+
+    try do
+      receive do
+        {:DOWN, ^monitor, :process, ^pid, {^ref, result}} -> result
+        {:DOWN, ^monitor, :process, ^pid, reason} -> {:lost, reason}
+      after
+        timeout ->
+          Process.demonitor(monitor, [:flush])
+          Process.exit(pid, :kill)
+          {:lost, :timeout}
+      end
+    after
+      Router.in_flight(name, member.pid, -1)
+    end
+  end
+
+  @doc false
+  # The remote half, spawned on the member's node: runs the request on the local Nx.Serving and exits
+  # with {ref, result}, counted in the node's published load meanwhile.
+  def __remote_run__(ref, name, input) do
+    {counter, where} = Member.load_counter(name) || exit(:noproc)
+    :atomics.add(counter, 1, 1)
+
+    result =
+      try do
+        {:ok, portable(Nx.Serving.batched_run({:local, name}, input)), where}
+      catch
+        :exit, {:noproc, _} -> exit(:noproc)
+        kind, reason -> {:error, Exception.format_banner(kind, reason, __STACKTRACE__)}
+      after
+        :atomics.sub(counter, 1, 1)
+      end
+
+    exit({ref, result})
+  end
+
+  # Tensors leave the node on Nx.BinaryBackend (device buffers do not cross the wire).
+  defp portable(%Nx.Tensor{} = t), do: Nx.backend_transfer(t, Nx.BinaryBackend)
+  defp portable(tuple) when is_tuple(tuple), do: tuple |> Tuple.to_list() |> Enum.map(&portable/1) |> List.to_tuple()
+  defp portable(list) when is_list(list), do: Enum.map(list, &portable/1)
+  defp portable(%_{} = struct), do: struct
+  defp portable(map) when is_map(map), do: Map.new(map, fn {k, v} -> {k, portable(v)} end)
+  defp portable(other), do: other
+end

@@ -1,0 +1,113 @@
+defmodule Plugboard.ServingTest do
+  # Plugboard.Serving on one node (the cluster itself — several OS nodes, a node killed, a partition —
+  # is tests/elixir_cluster_test.sh): the serving starts on a client with the weight its devices give,
+  # answers through run/3 with where it ran, refuses to start without a target, keeps the serving's
+  # own errors as answers (not retried), retries only idempotent servings, and the router's choice
+  # follows load per weight (or weight alone for :weighted).
+  use ExUnit.Case, async: false
+  import Plugboard.Nx.Case
+  alias Plugboard.Serving
+  alias Plugboard.Serving.Router
+
+  defmodule Model do
+    @moduledoc false
+    import Nx.Defn
+    defn affine(x), do: x * 2 + 1
+
+    # A serving whose every batch takes 300 ms more.
+    def slow_serving(client) do
+      Nx.Serving.new(fn opts ->
+        run = Nx.Defn.jit(&affine/1, opts)
+        fn batch -> Process.sleep(300) && run.(batch) end
+      end, compiler: Plugboard.Nx, client: client)
+    end
+  end
+
+  {label, path} = hd(cpu_plugins())
+  @label label
+  @path path
+
+  defp serving(fun, client), do: Nx.Serving.new(fn opts -> Nx.Defn.jit(fun, opts) end, compiler: Plugboard.Nx, client: client)
+
+  setup do
+    name = :"serving_#{System.unique_integer([:positive])}"
+    Application.put_env(:plugboard_nx, :clients, [{name, plugin: @path, create_options: [{"cpu_device_count", 2}]}])
+    on_exit(fn -> Application.delete_env(:plugboard_nx, :clients) end)
+    %{name: name, client: Plugboard.Nx.client!(client: name)}
+  end
+
+  test "#{@label}: run/3 answers with where the batch ran; weight is devices x 1 on cpu", %{name: name, client: client} do
+    start_supervised!({Serving, serving: serving(&Model.affine/1, name), name: name, client: client, batch_size: 4, idempotent: true})
+
+    assert [%{weight: 2, devices: 2, device_kind: "cpu", idempotent: true, node: node, target: target}] =
+             Router.members(name) |> Enum.map(& &1.info)
+    assert node == node()
+    assert target == Path.basename(@path)
+
+    input = Nx.Batch.stack([Nx.tensor([1.0, 2.0, 3.0])])
+    assert {:ok, out, info} = Serving.run(name, input, info: true)
+    assert Nx.to_flat_list(out) == [3.0, 5.0, 7.0]
+    assert out.data.__struct__ == Nx.BinaryBackend
+    assert info == %{node: node(), target: target, attempts: 1, lost: []}
+    assert {:ok, out2} = Serving.run(name, input, routing: :weighted)
+    assert Nx.to_flat_list(out2) == [3.0, 5.0, 7.0]
+
+    # Many at once: every answer right, the published load back to 0 after.
+    results = Task.async_stream(1..64, fn i -> Serving.run(name, Nx.Batch.stack([Nx.tensor([i * 1.0])])) end, max_concurrency: 16) |> Enum.to_list()
+    assert Enum.map(results, fn {:ok, {:ok, t}} -> Nx.to_flat_list(t) end) == Enum.map(1..64, &[2.0 * &1 + 1])
+    assert GenServer.call(hd(Router.members(name)).pid, :info).load == 0
+
+    cluster = Plugboard.cluster_report()
+    assert [%{node: ^node, servings: [%{name: ^name, weight: 2}]}] = Enum.filter(cluster, &(&1.node == node()))
+  end
+
+  test "errors as values: no member, a serving's own error (not retried), bad options", %{name: name, client: client} do
+    assert Serving.run(:no_such_serving, Nx.Batch.stack([Nx.tensor([1.0])])) == {:error, {:no_member, :no_such_serving}}
+
+    start_supervised!({Serving, serving: serving(&Model.affine/1, name), name: name, client: client, batch_size: 2, idempotent: true})
+    # Not a batch: the serving's own error is the answer, not a reason to try elsewhere.
+    assert {:error, {:serving, node, message}} = Serving.run(name, :not_a_batch)
+    assert node == node()
+    assert message =~ "Nx.Batch"
+
+    assert {:error, "Plugboard.Serving: weight: must be a positive integer, got 0"} =
+             Serving.start_link(serving: serving(&Model.affine/1, name), name: :other, client: client, weight: 0)
+    assert {:error, "Plugboard.Serving: name: must be an atom" <> _} = Serving.start_link(serving: serving(&Model.affine/1, name), name: "x")
+    assert_raise ArgumentError, ~r/routing: must be :load or :weighted/, fn -> Serving.run(name, 1, routing: :fastest) end
+  end
+
+  test "a node without a booted target does not start the serving" do
+    assert {:error, _} = Plugboard.client()
+    assert {:error, message} = Serving.start_link(serving: Nx.Serving.new(fn _ -> & &1 end), name: :no_target)
+    assert message =~ "Plugboard.Serving :no_target not started: no target booted on #{node()}"
+    assert Router.members(:no_target) == []
+  end
+
+  test "a request that times out is retried only for an idempotent serving", %{name: name, client: client} do
+    slow = Model.slow_serving(client)
+    start_supervised!({Serving, serving: slow, name: name, client: client, batch_size: 1})
+    input = Nx.Batch.stack([Nx.tensor([1.0])])
+    # Not idempotent: lost once, not tried again.
+    assert {:error, {:lost, [{node, :timeout}]}} = Serving.run(name, input, timeout: 100)
+    assert node == node()
+    stop_supervised!({Serving, name})
+
+    start_supervised!({Serving, serving: slow, name: name, client: client, batch_size: 1, idempotent: true})
+    # Idempotent, but only one node: tried there, then no other node is left.
+    assert {:error, {:lost, [{^node, :timeout}]}} = Serving.run(name, input, timeout: 100)
+    assert {:ok, _} = Serving.run(name, input, timeout: 5_000)
+  end
+
+  test "the router's choice: least load per weight, or weight alone" do
+    m = fn node, weight, load -> %{pid: self(), node: node, weight: weight, load: load, info: %{}} end
+    # (load + 1) / weight: a: 4/1, b: 5/2, c: 1/1
+    assert Router.pick([m.(:a, 1, 3), m.(:b, 2, 4), m.(:c, 1, 0)], :load).node == :c
+    assert Router.pick([m.(:a, 1, 3), m.(:b, 2, 4)], :load).node == :b
+    assert Router.pick([], :load) == nil
+
+    counts = Enum.frequencies(for _ <- 1..6000, do: Router.pick([m.(:a, 1, 0), m.(:b, 2, 99)], :weighted).node)
+    # 1:2 by weight whatever the load: 2000 +- 5 sigma (sigma ~ 37)
+    assert_in_delta counts.a, 2000, 185
+    assert_in_delta counts.b, 4000, 185
+  end
+end
