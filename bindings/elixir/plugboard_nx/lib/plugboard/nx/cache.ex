@@ -45,11 +45,16 @@ defmodule Plugboard.Nx.Cache do
   def client_key(client), do: Plugboard.client_id(client)
 
   def get_or_compile(client, key, compile) do
+    start = System.monotonic_time()
+
     case :ets.lookup(@table, key) do
       [{^key, {:ready, value}, used}] ->
         # The use stamp is written at most once a millisecond per key (a write on every hit cost ~0.3 us).
         now = stamp()
         if now - used >= @stamp_ms, do: :ets.update_element(@table, key, {3, now})
+        # A hit never reaches Plugboard.compile/3: its [:plugboard, :compile] event is this one.
+        Plugboard.Telemetry.execute([:plugboard, :compile], %{duration: System.monotonic_time() - start, compile_ms: nil},
+                                    %{name: nil, source: :nx_cache, target: client.target, result: :ok, error: nil})
         value
 
       [{^key, {:compiling, pid}, _}] ->
