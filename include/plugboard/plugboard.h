@@ -45,6 +45,7 @@
 #include "plugboard/dtype.h"
 #include "plugboard/host_array.h"
 #include "plugboard/host_call.h"
+#include "plugboard/key_value_store.h"
 #include "plugboard/status.h"
 
 #if defined(PLUGBOARD_BUILDING_LIBRARY)
@@ -396,6 +397,16 @@ struct CreateOption {
   std::variant<std::string, int64_t, std::vector<int64_t>, float, bool> value;
 };
 
+// A client's place in a multi-host job (PJRT_Client_Create's kv callbacks and create options).
+// `kv_store`, when set, is what the plugin's kv_get / kv_put / kv_try_get reach, from the plugin's
+// threads, for as long as the client lives (the client holds it); node_id / num_nodes are passed as
+// the create options of those names only when set (0 <= node_id < num_nodes).
+struct Distribution {
+  std::shared_ptr<KeyValueStore> kv_store;
+  std::optional<int64_t> node_id;
+  std::optional<int64_t> num_nodes;
+};
+
 // A started plugin: its devices, transfers and compilation. Thread-safe.
 class Client {
  public:
@@ -403,6 +414,11 @@ class Client {
   // shared object, bounds-checked) before dlopen, and never unloaded.
   PLUGBOARD_API static Expected<std::shared_ptr<const Client>> open(const std::filesystem::path& plugin,
                                                                     const std::vector<CreateOption>& options = {}) noexcept;
+  // The same as one node of a multi-host job. PJRT_Client_Create may wait on the store (for the other
+  // nodes' keys): call it where waiting is allowed, never where the store's answers must come from.
+  PLUGBOARD_API static Expected<std::shared_ptr<const Client>> open(const std::filesystem::path& plugin,
+                                                                    const std::vector<CreateOption>& options,
+                                                                    const Distribution& distribution) noexcept;
 
   PLUGBOARD_API const std::string& platform() const noexcept;          // "cpu", "cuda"
   PLUGBOARD_API const std::string& platform_version() const noexcept;

@@ -97,9 +97,18 @@ Client::~Client() = default;
 
 Expected<std::shared_ptr<const Client>> Client::open(const std::filesystem::path& plugin,
                                                      const std::vector<CreateOption>& options) noexcept {
+  return open(plugin, options, Distribution{});
+}
+
+Expected<std::shared_ptr<const Client>> Client::open(const std::filesystem::path& plugin,
+                                                     const std::vector<CreateOption>& options,
+                                                     const Distribution& distribution) noexcept {
   return no_throw("opening a plugin", [&]() -> Expected<std::shared_ptr<const Client>> {
     PB_ASSIGN_OR_RETURN(std::shared_ptr<const Plugin> loaded, load_plugin(plugin));
     ClientOptions client_options;
+    client_options.kv_store = distribution.kv_store;
+    client_options.node_id = distribution.node_id;
+    client_options.num_nodes = distribution.num_nodes;
     for (const CreateOption& o : options)
       client_options.create_options.push_back(
           {o.name, std::visit([](const auto& v) -> NamedValueData { return v; }, o.value)});

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/no_throw.h"
+#include "distributed/pjrt_key_value.h"
 #include "abi/api.h"
 #include "platforms/registry.h"
 #include "plugin/plugin_output.h"
@@ -40,6 +41,27 @@ Expected<DeviceInfo> describe(const abi::Api& api, PJRT_Device* device) {
   return info;
 }
 
+// The create options with the job's node_id / num_nodes added when given.
+Expected<std::vector<NamedValue>> with_node_options(const ClientOptions& options) {
+  std::vector<NamedValue> all = options.create_options;
+  auto add = [&](const char* name, const std::optional<int64_t>& value) -> Status {
+    if (!value) return ok();
+    for (const NamedValue& o : all)
+      if (o.name == name)
+        return invalid_argument(std::string("create option '") + name + "' given twice: in create_options and as ClientOptions::" + name);
+    all.push_back({name, *value});
+    return ok();
+  };
+  if (options.num_nodes && *options.num_nodes < 1)
+    return invalid_argument("ClientOptions::num_nodes must be at least 1, not " + std::to_string(*options.num_nodes));
+  if (options.node_id && (*options.node_id < 0 || (options.num_nodes && *options.node_id >= *options.num_nodes)))
+    return invalid_argument("ClientOptions::node_id " + std::to_string(*options.node_id) + " is outside [0, num_nodes" +
+                            (options.num_nodes ? " = " + std::to_string(*options.num_nodes) : std::string()) + ")");
+  PB_RETURN_IF_ERROR(add("node_id", options.node_id));
+  PB_RETURN_IF_ERROR(add("num_nodes", options.num_nodes));
+  return all;
+}
+
 }  // namespace
 
 Expected<std::shared_ptr<Client>> Client::create(std::shared_ptr<const Plugin> plugin, const ClientOptions& options) noexcept {
@@ -48,10 +70,12 @@ Expected<std::shared_ptr<Client>> Client::create(std::shared_ptr<const Plugin> p
     const abi::Api& api = plugin->api();
     const std::string doing = "creating a client of " + plugin->path().string();
 
-    std::vector<PJRT_NamedValue> named = internal::to_pjrt(options.create_options);
+    PB_ASSIGN_OR_RETURN(std::vector<NamedValue> create_options, annotate(with_node_options(options), doing));
+    std::vector<PJRT_NamedValue> named = internal::to_pjrt(create_options);
     auto args = PB_PJRT_ARGS(PJRT_Client_Create_Args);
     args.create_options = named.data();
     args.num_options = named.size();
+    if (options.kv_store) distributed::attach_key_value_store(args, options.kv_store.get(), plugin->version().minor);
     PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Client_Create, args), doing));
 
     if (!args.client)
@@ -59,6 +83,7 @@ Expected<std::shared_ptr<Client>> Client::create(std::shared_ptr<const Plugin> p
     std::shared_ptr<Client> client(new Client());
     client->plugin_ = std::move(plugin);
     client->client_ = args.client;  // owned from here: ~Client destroys it on any early return
+    client->kv_store_ = options.kv_store;
 
     auto name = PB_PJRT_ARGS(PJRT_Client_PlatformName_Args);
     name.client = client->client_;

@@ -15,6 +15,7 @@
 #include "base/dtype.h"
 #include "base/host_block_pool.h"
 #include "base/status.h"
+#include "plugboard/key_value_store.h"
 #include "plugin/plugin.h"
 #include "runtime/buffer.h"
 #include "runtime/compile_options.h"
@@ -48,6 +49,13 @@ struct DeviceMemoryStats {
 struct ClientOptions {
   // PJRT create options for this plugin (e.g. {"cpu_device_count", int64_t{4}}).
   std::vector<NamedValue> create_options;
+  // Multi-host jobs: the store PJRT_Client_Create's kv callbacks reach (kv_try_get too where the
+  // plugin's PJRT has it, 0.61 on); the client keeps it until the plugin's client is destroyed.
+  std::shared_ptr<KeyValueStore> kv_store;
+  // This process's place in the job, passed as the create options "node_id" and "num_nodes" only when
+  // given (a plugin that does not know them may refuse them): 0 <= node_id < num_nodes.
+  std::optional<int64_t> node_id;
+  std::optional<int64_t> num_nodes;
 };
 
 class Client : public std::enable_shared_from_this<Client> {
@@ -149,6 +157,7 @@ class Client : public std::enable_shared_from_this<Client> {
   std::vector<DeviceInfo> devices_;
   std::vector<PJRT_Device*> device_handles_;
   std::unique_ptr<HostBlockPool> host_pool_ = std::make_unique<HostBlockPool>();
+  std::shared_ptr<KeyValueStore> kv_store_;  // what the plugin's kv callbacks reach, for its client's life
 };
 
 }  // namespace plugboard
