@@ -3,7 +3,8 @@ defmodule Plugboard.Telemetry do
   plugboard's `:telemetry` events, emitted from here only. `:telemetry` is an optional dependency:
   when it is not loaded (or its application did not start), nothing is emitted and each place that
   would emit costs one `:persistent_term` read. Whether it is there is decided once, when the
-  `:plugboard` application starts (`setup/0`).
+  `:plugboard` application starts; `config :plugboard, telemetry: false` turns the events off even
+  where `:telemetry` is loaded (what they cost a run: the README's "Telemetry").
 
   Events (measurements in `:native` time units unless named `_ms`; `System.convert_time_unit/3`):
 
@@ -42,7 +43,10 @@ defmodule Plugboard.Telemetry do
   @doc false
   # Plugboard.Application's start: decides once whether events are emitted (read on every run).
   def setup do
-    enabled = Code.ensure_loaded?(:telemetry) and match?({:ok, _}, Application.ensure_all_started(:telemetry))
+    enabled =
+      Application.get_env(:plugboard, :telemetry, true) != false and Code.ensure_loaded?(:telemetry) and
+        match?({:ok, _}, Application.ensure_all_started(:telemetry))
+
     if :persistent_term.get(@key, nil) != enabled, do: :persistent_term.put(@key, enabled)
     enabled
   end
@@ -78,7 +82,8 @@ defmodule Plugboard.Telemetry do
     if enabled?() do
       metadata = %{executable: executable, target: target, device: device}
       start = System.monotonic_time()
-      :telemetry.execute([:plugboard, :run, :start], %{system_time: System.system_time(), monotonic_time: start}, metadata)
+      # Erlang's system time is its monotonic time plus the time offset: one clock read, not two.
+      :telemetry.execute([:plugboard, :run, :start], %{system_time: start + System.time_offset(), monotonic_time: start}, metadata)
       Process.put({__MODULE__, ref}, {start, metadata})
     end
 

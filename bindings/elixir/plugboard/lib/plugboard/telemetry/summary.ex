@@ -1,9 +1,10 @@
 defmodule Plugboard.Telemetry.Summary do
   @moduledoc """
   This node's plugboard activity, summed from `Plugboard.Telemetry`'s events since the `:plugboard`
-  application started: a process under `Plugboard.Supervisor` that owns a public ETS table; the
-  handlers (run in the processes that emit) add to its counters, so nothing waits on this process.
-  `snapshot/0` reads it (a few ETS lookups; what `Plugboard.Cluster`'s node report carries).
+  application started: a process under `Plugboard.Supervisor` that attaches handlers and owns their
+  `:counters` (the handlers run in the processes that emit and add to them: nothing waits on this
+  process) and an ETS table with the last boot. `snapshot/0` reads them (two ETS lookups and 17
+  counters; what `Plugboard.Cluster`'s node report carries).
 
   `snapshot/0` returns a plain map (durations in milliseconds, floats):
 
@@ -37,18 +38,31 @@ defmodule Plugboard.Telemetry.Summary do
     [:plugboard, :host_callback, :exception]
   ]
 
+  # The counters (one :counters array, given to the handlers as their config): per compile source a
+  # count and a total (native units), then the rest.
+  @compile_errors 9
+  @runs 10
+  @run_total 11
+  @run_last 12
+  @in_flight 13
+  @run_errors 14
+  @calls 15
+  @call_total 16
+  @call_errors 17
+  @size 17
+  for {source, i} <- Enum.with_index(@sources), do: defp(count(unquote(source)), do: unquote(2 * i + 1))
+
   @doc false
   def start_link(_), do: GenServer.start_link(__MODULE__, [], name: __MODULE__)
 
   @impl true
   def init([]) do
     if Telemetry.enabled?() do
-      :ets.new(@table, [:named_table, :public, :set, write_concurrency: true])
-      # Rows: {key, count, total (native units), errors}; runs also keep last and in flight.
-      for source <- @sources, do: :ets.insert(@table, {{:compile, source}, 0, 0, 0})
-      :ets.insert(@table, [{:compile_errors, 0}, {:runs, 0, 0, 0, 0, 0}, {:host_callbacks, 0, 0, 0}, {:boot, nil}])
+      counters = :counters.new(@size, [:write_concurrency])
+      :ets.new(@table, [:named_table, :public, :set, read_concurrency: true])
+      :ets.insert(@table, [{:counters, counters}, {:boot, nil}])
       Process.flag(:trap_exit, true)
-      :ok = :telemetry.attach_many(handler_id(), @events, &__MODULE__.handle_event/4, nil)
+      :ok = :telemetry.attach_many(handler_id(), @events, &__MODULE__.handle_event/4, counters)
     end
 
     {:ok, nil}
@@ -64,55 +78,58 @@ defmodule Plugboard.Telemetry.Summary do
 
   @doc false
   # Runs in the process that emitted the event.
-  def handle_event([:plugboard, :run, :start], _, _, _), do: :ets.update_counter(@table, :runs, {5, 1})
+  def handle_event([:plugboard, :run, :start], _, _, c), do: :counters.add(c, @in_flight, 1)
 
-  def handle_event([:plugboard, :run, :stop], %{duration: d}, metadata, _) do
-    :ets.update_counter(@table, :runs, [{2, 1}, {3, d}, {5, -1}, {6, error(metadata)}])
-    :ets.update_element(@table, :runs, {4, d})
+  def handle_event([:plugboard, :run, :stop], %{duration: d}, metadata, c) do
+    :counters.add(c, @runs, 1)
+    :counters.add(c, @run_total, d)
+    :counters.put(c, @run_last, d)
+    :counters.sub(c, @in_flight, 1)
+    if metadata.result == :error, do: :counters.add(c, @run_errors, 1)
   end
 
-  def handle_event([:plugboard, :compile], measurements, %{result: :ok, source: source}, _) when source in @sources,
-    do: :ets.update_counter(@table, {:compile, source}, [{2, 1}, {3, measurements.duration}])
+  def handle_event([:plugboard, :compile], %{duration: d}, %{result: :ok, source: source}, c) when source in @sources do
+    i = count(source)
+    :counters.add(c, i, 1)
+    :counters.add(c, i + 1, d)
+  end
 
-  def handle_event([:plugboard, :compile], _, _, _), do: :ets.update_counter(@table, :compile_errors, 1)
+  def handle_event([:plugboard, :compile], _, _, c), do: :counters.add(c, @compile_errors, 1)
 
-  def handle_event([:plugboard, :host_callback, :stop], %{duration: d}, metadata, _),
-    do: :ets.update_counter(@table, :host_callbacks, [{2, 1}, {3, d}, {4, error(metadata)}])
-
-  def handle_event([:plugboard, :host_callback, :exception], %{duration: d}, _, _),
-    do: :ets.update_counter(@table, :host_callbacks, [{2, 1}, {3, d}, {4, 1}])
+  def handle_event([:plugboard, :host_callback, kind], %{duration: d}, metadata, c) do
+    :counters.add(c, @calls, 1)
+    :counters.add(c, @call_total, d)
+    if kind == :exception or metadata[:result] == :error, do: :counters.add(c, @call_errors, 1)
+  end
 
   def handle_event([:plugboard, :boot, :stop], %{duration: d}, metadata, _) do
     boot = Map.take(metadata, [:result, :target, :policy, :candidates]) |> Map.put(:duration_ms, ms(d))
     :ets.insert(@table, {:boot, boot})
   end
 
-  defp error(%{result: :error}), do: 1
-  defp error(_), do: 0
-
   @doc "This node's summary (see the module's documentation for its keys)."
   @spec snapshot() :: map()
   def snapshot do
     if Telemetry.enabled?() and :ets.whereis(@table) != :undefined,
-      do: from_table(),
+      do: from_counters(),
       else: %{node: node(), telemetry: false, boot: boot_from_report(Plugboard.report())}
   end
 
-  defp from_table do
-    compiles = Map.new(@sources, fn s -> [{_, n, total, _}] = :ets.lookup(@table, {:compile, s}); {s, %{count: n, total_ms: ms(total)}} end)
-    [{_, compile_errors}] = :ets.lookup(@table, :compile_errors)
-    [{_, runs, run_total, last, in_flight, run_errors}] = :ets.lookup(@table, :runs)
-    [{_, calls, call_total, call_errors}] = :ets.lookup(@table, :host_callbacks)
+  defp from_counters do
+    [{_, c}] = :ets.lookup(@table, :counters)
     [{_, boot}] = :ets.lookup(@table, :boot)
+    get = &:counters.get(c, &1)
+    compiles = Map.new(@sources, fn s -> {s, %{count: get.(count(s)), total_ms: ms(get.(count(s) + 1))}} end)
 
     %{
       node: node(),
       telemetry: true,
       boot: boot,
-      compiles: Map.put(compiles, :errors, compile_errors),
-      runs: %{count: runs, total_ms: ms(run_total), last_ms: ms(last), in_flight: in_flight, errors: run_errors},
-      host_callbacks: %{count: calls, total_ms: ms(call_total), errors: call_errors},
-      errors: compile_errors + run_errors + call_errors
+      compiles: Map.put(compiles, :errors, get.(@compile_errors)),
+      runs: %{count: get.(@runs), total_ms: ms(get.(@run_total)), last_ms: ms(get.(@run_last)), in_flight: get.(@in_flight),
+              errors: get.(@run_errors)},
+      host_callbacks: %{count: get.(@calls), total_ms: ms(get.(@call_total)), errors: get.(@call_errors)},
+      errors: get.(@compile_errors) + get.(@run_errors) + get.(@call_errors)
     }
   end
 

@@ -1,0 +1,73 @@
+# What plugboard's :telemetry events cost on the hot path (run by bench/telemetry.sh): Plugboard.run!
+# of x + 1 (f32[4], input on the device, output dropped) in three settings, interleaved repetitions
+# in one VM, the median ns per call of each:
+#   - off: what a build without :telemetry does (Plugboard.Telemetry disabled: one persistent_term
+#     read at the start and one at the await);
+#   - on, no handler: the run's start and stop events with nobody attached;
+#   - on, summary: Plugboard.Telemetry.Summary attached (what the application starts).
+#
+#   mix run --no-start bench/telemetry.exs PLUGIN      (:telemetry loadable: PLUGBOARD_HEX_MIRROR)
+[plugin] = System.argv()
+Code.ensure_loaded?(:telemetry) || raise "no :telemetry here: build with PLUGBOARD_HEX_MIRROR naming a folder with telemetry/"
+{:ok, _} = Application.ensure_all_started(:telemetry)
+{:ok, c} = Plugboard.open(plugin)
+
+t = "tensor<4xf32>"
+exe = Plugboard.compile!(c, """
+func.func public @main(%x: #{t}) -> #{t} {
+  %one = stablehlo.constant dense<1.0> : #{t}
+  %0 = stablehlo.add %x, %one : #{t}
+  return %0 : #{t}
+}
+""")
+x = Plugboard.buffer!(c, <<1.0::float-32-little, 2.0::float-32-little, 3.0::float-32-little, 4.0::float-32-little>>, :f32, {4})
+
+median = fn list -> list |> Enum.sort() |> Enum.at(div(length(list), 2)) end
+iters = 20_000
+per_call = fn ->
+  {us, _} = :timer.tc(fn -> Enum.each(1..iters, fn _ -> Plugboard.run!(exe, [x]) end) end)
+  us * 1000 / iters
+end
+
+enabled_key = {Plugboard.Telemetry, :enabled}
+alias Plugboard.Telemetry.Summary
+
+set = fn
+  :off ->
+    :persistent_term.put(enabled_key, false)
+
+  :no_handler ->
+    :persistent_term.put(enabled_key, true)
+    if pid = Process.whereis(Summary), do: GenServer.stop(pid)
+
+  :summary ->
+    :persistent_term.put(enabled_key, true)
+    Process.whereis(Summary) || Summary.start_link([])
+end
+
+modes = [:off, :no_handler, :summary]
+Enum.each(modes, fn m -> set.(m); Enum.each(1..2000, fn _ -> Plugboard.run!(exe, [x]) end) end)
+samples = for _ <- 1..9, m <- modes, do: (set.(m); {m, per_call.()})
+result = Map.new(modes, fn m -> {m, median.(for {^m, ns} <- samples, do: ns)} end)
+runs = Summary.snapshot().runs
+
+IO.puts("#{Path.basename(Path.dirname(plugin))}: Plugboard.run! of x + 1, median of 9 x #{iters} calls (#{exe.launch} launch)")
+for m <- modes do
+  IO.puts("  #{String.pad_trailing(to_string(m), 11)} #{:erlang.float_to_binary(result[m], decimals: 0)} ns/call (#{:erlang.float_to_binary(result[m] - result.off, decimals: 0)} ns over off)")
+end
+# What "off" adds over no telemetry code at all: a run reads the switch twice (start and await).
+defmodule TelemetryBench.Switch do
+  def read(0), do: :ok
+  def read(k) do
+    Plugboard.Telemetry.enabled?()
+    read(k - 1)
+  end
+
+  def loop(0), do: :ok
+  def loop(k), do: loop(k - 1)
+end
+
+{read_us, _} = :timer.tc(fn -> TelemetryBench.Switch.read(10_000_000) end)
+{loop_us, _} = :timer.tc(fn -> TelemetryBench.Switch.loop(10_000_000) end)
+IO.puts("  off's own cost: 2 reads of the switch, #{:erlang.float_to_binary(2 * (read_us - loop_us) / 10_000, decimals: 1)} ns a run")
+IO.puts("  (the summary's last block: #{runs.count} runs, #{runs.in_flight} in flight)")

@@ -1,0 +1,37 @@
+defmodule Plugboard.TelemetryAbsentTest do
+  # Without :telemetry (Debian's Elixir, no PLUGBOARD_HEX_MIRROR: plugboard is built without it)
+  # nothing is emitted, nothing fails, and the summary says so. With it (a build that has it), the
+  # events' own tests are plugboard_nx's test/telemetry_test.exs; here only that it is switched on.
+  use ExUnit.Case, async: true
+  import Plugboard.TestSupport
+  alias Plugboard.Telemetry.Summary
+
+  test "boot, compile, runs and host callbacks (returning, raising) work whether :telemetry is there or not" do
+    assert {:error, _, _} = Plugboard.boot(target: "absent_nowhere", use_environment: false)
+    {:ok, c} = Plugboard.open(first_plugin())
+    exe = Plugboard.compile!(c, callback_program(), callbacks: ["plugboard.print", "host_scale"])
+    x = Plugboard.buffer!(c, f32s(Enum.to_list(1..8)), :f32, {2, 4})
+    print = fn _ -> :ok end
+    [out] = Plugboard.run!(exe, [x], callbacks: %{"host_scale" => fn [t] -> t end}, ordered: %{"plugboard.print" => print})
+    assert to_f32s(Plugboard.to_binary!(out)) == Enum.map(1..8, &(&1 * 2.0))
+    raising = fn [_] -> raise "host_scale refuses" end
+    assert {:error, %Plugboard.Error{message: m}} = Plugboard.run(exe, [x], callbacks: %{"host_scale" => raising}, ordered: %{"plugboard.print" => print})
+    assert m =~ "host_scale refuses"
+    {:ok, run} = Plugboard.run_async(exe, [x], callbacks: %{"host_scale" => fn [t] -> t end}, ordered: %{"plugboard.print" => print})
+    assert {:ok, [_]} = Plugboard.await(run)
+
+    snapshot = Summary.snapshot()
+
+    if Code.ensure_loaded?(:telemetry) do
+      assert Plugboard.Telemetry.enabled?()
+      assert %{telemetry: true, runs: %{count: n}} = snapshot
+      assert n >= 3
+    else
+      refute Plugboard.Telemetry.enabled?()
+      # What it can read without events: the boot's report.
+      boot = Plugboard.report() && Map.take(Plugboard.report(), [:chosen, :policy])
+      assert %{node: node(), telemetry: false, boot: boot && %{target: boot.chosen, policy: boot.policy}} ==
+               Map.update!(snapshot, :boot, &(&1 && Map.take(&1, [:target, :policy])))
+    end
+  end
+end
