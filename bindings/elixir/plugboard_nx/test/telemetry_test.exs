@@ -167,6 +167,29 @@ defmodule Plugboard.TelemetryTest do
     end
   end
 
+  test "config :plugboard, telemetry: false: nothing is emitted" do
+    {_, plugin} = hd(Plugboard.Nx.Case.cpu_plugins())
+    client = Plugboard.Nx.Case.client(plugin)
+    exe = Plugboard.compile!(client, fresh_program())
+    x = Plugboard.buffer!(client, f32s([1, 2, 3, 4]), :f32, {4})
+    assert_received {:event, [:plugboard, :compile], _, _}
+    Application.put_env(:plugboard, :telemetry, false)
+
+    try do
+      refute Plugboard.Telemetry.setup()
+      assert {:ok, [_]} = Plugboard.run(exe, [x])
+      assert Plugboard.compile!(client, fresh_program()).source == :compiled
+      refute_received {:event, _, _, _}
+      assert %{telemetry: false} = Summary.snapshot()
+    after
+      Application.delete_env(:plugboard, :telemetry)
+      assert Plugboard.Telemetry.setup()
+    end
+
+    assert {:ok, [_]} = Plugboard.run(exe, [x])
+    assert_received {:event, [:plugboard, :run, :stop], _, _}
+  end
+
   test "a boot that fails is a boot stop with result: :error", %{} do
     assert {:error, error, report} = Plugboard.boot(target: "tel_nowhere", use_environment: false)
     assert_received {:event, [:plugboard, :boot, :stop], _, %{result: :error, error: ^error, target: nil, report: ^report}}

@@ -18,12 +18,13 @@ defmodule Plugboard.Telemetry do
     * `[:plugboard, :compile]` — once per `Plugboard.compile/3` that got an answer (or gave up):
       `%{duration}` (the caller's wait) and `compile_ms` (what the compilation or load itself took,
       nil on error); metadata `%{name, source: :compiled | :compile_cache | :precompiled | nil,
-      target, result: :ok | :error, error}`. `Plugboard.Nx`'s own cache emits it too on a hit, with
-      `source: :nx_cache` and the lookup's `duration`.
+      target, result: :ok | :error, error}` (`name` as `compile/3`'s `name:` gave it; `source` is the
+      executable's). `Plugboard.Nx`'s own cache emits it too on a hit, with `source: :nx_cache`,
+      `name: nil` and the lookup's `duration`.
     * `[:plugboard, :run, :start | :stop]` — a span from `Plugboard.run/3`, `run_async/3` or
       `run_partitioned/3` to the outcome its `await/2` returns (a run never awaited has no stop).
-      Start: `%{system_time, monotonic_time}`, metadata `%{executable, target, device}` (`device` a
-      list of indices for `run_partitioned/3`). Stop: `%{duration, monotonic_time}`, the same
+      Start: `%{system_time, monotonic_time}`, metadata `%{executable, target, device}` (`executable`
+      is the `Plugboard.Executable`'s `name`; `device` a list of indices for `run_partitioned/3`). Stop: `%{duration, monotonic_time}`, the same
       metadata plus `result: :ok | :error` and `error` (a failed or timed-out run).
     * `[:plugboard, :host_callback, :start | :stop | :exception]` — a host callback answered by an
       Elixir function bound in `run/3`'s `callbacks:` or `ordered:` (`:telemetry.span/3`): metadata
