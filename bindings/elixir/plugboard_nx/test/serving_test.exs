@@ -62,7 +62,10 @@ defmodule Plugboard.ServingTest do
   end
 
   test "errors as values: no member, a serving's own error (not retried), bad options", %{name: name, client: client} do
-    assert Serving.run(:no_such_serving, Nx.Batch.stack([Nx.tensor([1.0])])) == {:error, {:no_member, :no_such_serving}}
+    t0 = System.monotonic_time(:millisecond)
+    assert Serving.run(:no_such_serving, Nx.Batch.stack([Nx.tensor([1.0])]), wait: 200) == {:error, {:no_member, :no_such_serving}}
+    # It waited for a member to join, for as long as asked.
+    assert System.monotonic_time(:millisecond) - t0 in 200..1_000
 
     start_supervised!({Serving, serving: serving(&Model.affine/1, name), name: name, client: client, batch_size: 2, idempotent: true})
     # Not a batch: the serving's own error is the answer, not a reason to try elsewhere.
@@ -88,24 +91,29 @@ defmodule Plugboard.ServingTest do
     start_supervised!({Serving, serving: slow, name: name, client: client, batch_size: 1})
     input = Nx.Batch.stack([Nx.tensor([1.0])])
     # Not idempotent: lost once, not tried again.
-    assert {:error, {:lost, [{node, :timeout}]}} = Serving.run(name, input, timeout: 100)
+    assert {:error, {:lost, [{node, :timeout}]}} = Serving.run(name, input, timeout: 100, wait: 100)
     assert node == node()
     stop_supervised!({Serving, name})
 
     start_supervised!({Serving, serving: slow, name: name, client: client, batch_size: 1, idempotent: true})
     # Idempotent, but only one node: tried there, then no other node is left.
-    assert {:error, {:lost, [{^node, :timeout}]}} = Serving.run(name, input, timeout: 100)
+    assert {:error, {:lost, [{^node, :timeout}]}} = Serving.run(name, input, timeout: 100, wait: 100)
     assert {:ok, _} = Serving.run(name, input, timeout: 5_000)
   end
 
   test "the router's choice: least load per weight, or weight alone" do
-    m = fn node, weight, load -> %{pid: self(), node: node, weight: weight, load: load, info: %{}} end
-    # (load + 1) / weight: a: 4/1, b: 5/2, c: 1/1
-    assert Router.pick([m.(:a, 1, 3), m.(:b, 2, 4), m.(:c, 1, 0)], :load).node == :c
-    assert Router.pick([m.(:a, 1, 3), m.(:b, 2, 4)], :load).node == :b
+    m = fn node, weight, load, rtt -> %{pid: self(), node: node, weight: weight, load: load, rtt: rtt, info: %{}} end
+    # rtt x (load + 1) / weight: a: 4, b: 2.5, c: 1 (equal round trips: the queue per weight decides)
+    assert Router.pick([m.(:a, 1, 3, 1.0), m.(:b, 2, 4, 1.0), m.(:c, 1, 0, 1.0)], :load).node == :c
+    assert Router.pick([m.(:a, 1, 3, 1.0), m.(:b, 2, 4, 1.0)], :load).node == :b
+    # A node 20x slower per request: the fast one until its queue is 20x longer.
+    assert Router.pick([m.(:slow, 1, 0, 20.0), m.(:fast, 1, 18, 1.0)], :load).node == :fast
+    assert Router.pick([m.(:slow, 1, 0, 20.0), m.(:fast, 1, 20, 1.0)], :load).node == :slow
+    # Not measured yet: as fast as the fastest measured.
+    assert Router.pick([m.(:new, 1, 0, nil), m.(:fast, 1, 1, 1.0)], :load).node == :new
     assert Router.pick([], :load) == nil
 
-    counts = Enum.frequencies(for _ <- 1..6000, do: Router.pick([m.(:a, 1, 0), m.(:b, 2, 99)], :weighted).node)
+    counts = Enum.frequencies(for _ <- 1..6000, do: Router.pick([m.(:a, 1, 0, 1.0), m.(:b, 2, 99, 1.0)], :weighted).node)
     # 1:2 by weight whatever the load: 2000 +- 5 sigma (sigma ~ 37)
     assert_in_delta counts.a, 2000, 185
     assert_in_delta counts.b, 4000, 185

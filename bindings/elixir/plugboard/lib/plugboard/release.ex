@@ -45,6 +45,8 @@ defmodule Plugboard.Release do
     * `PLUGBOARD_WHEELS=DIR` — offline from that folder of wheels (wins over `offline:`).
     * `PLUGBOARD_EXTRA_TARGETS="name=/path/plugin.so,..."` — targets added to the configured ones,
       for testing a release with a local plugin (`name=PACKAGE==VERSION` works as well).
+    * `PLUGBOARD_EXTRA_CREATE_OPTIONS="name:key=value,..."` — client create options added to
+      `create_options:` (for an extra target: `cpu115:cpu_device_count=2`).
 
   An unknown package, a hash that does not match the lock, or pip that cannot download fails the
   build with the target named and the CLI's own error.
@@ -171,6 +173,7 @@ defmodule Plugboard.Release do
       Enum.flat_map(pairs(opts[:create_options]), fn {name, kvs} ->
         Enum.flat_map(kvs, fn {k, v} -> ["--create-option", "#{name}:#{k}=#{v}"] end)
       end) ++
+      Enum.flat_map(extra_create_options(System.get_env("PLUGBOARD_EXTRA_CREATE_OPTIONS")), &["--create-option", &1]) ++
       if(opts[:callback_bridge] == false, do: ["--no-callback-bridge"], else: [])
   end
 
@@ -225,6 +228,16 @@ defmodule Plugboard.Release do
         [name, source] when name != "" and source != "" -> {name, source}
         _ -> Mix.raise("plugboard: PLUGBOARD_EXTRA_TARGETS entry #{inspect(entry)} is not name=/path/plugin.so")
       end
+    end
+  end
+
+  defp extra_create_options(nil), do: []
+
+  defp extra_create_options(text) do
+    for entry <- String.split(text, ",", trim: true), entry = String.trim(entry) do
+      if Regex.match?(~r/^[^:=\s]+:[^:=\s]+=\S+$/, entry),
+        do: entry,
+        else: Mix.raise("plugboard: PLUGBOARD_EXTRA_CREATE_OPTIONS entry #{inspect(entry)} is not target:key=value")
     end
   end
 

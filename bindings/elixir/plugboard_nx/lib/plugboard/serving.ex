@@ -17,6 +17,8 @@ defmodule Plugboard.Serving do
       overrides it, e.g. from `config/runtime.exs`), so `Nx.Serving.batched_run/2` from any node
       shares requests by it too;
     * `partitions: true` when the target has more than one device (each device runs batches);
+    * replies to `Nx.Serving.batched_run/2` from other nodes on `Nx.BinaryBackend` (when the serving
+      keeps Nx's default `distributed_postprocessing`: device tensors cannot cross the wire);
     * a `Plugboard.Serving.Member` in the cluster's directory that tells callers the node's target,
       devices, weight and whether the serving is idempotent, and publishes its load (requests in
       progress) as it changes.
@@ -30,8 +32,10 @@ defmodule Plugboard.Serving do
   `Nx.BinaryBackend` on the serving node), or `{:ok, output, info}` with `info: true`
   (`%{node, target, attempts, lost: [{node, reason}]}`: where the batch ran and what was retried).
 
-  **Routing** (`routing:`): `:load` (default) chooses the member with the least load per weight
-  (`Plugboard.Serving.Router`); `:weighted` one at random by weight, as `Nx.Serving` does.
+  **Routing** (`routing:`): `:load` (default) chooses the member with the least expected wait (its
+  smoothed round-trip time × (load + 1) / weight: `Plugboard.Serving.Router`); `:weighted` one at
+  random by weight, as `Nx.Serving` does. With no member there (none yet, or every one lost this
+  request), `run/3` waits up to `wait:` ms (default 5000) for one to join or come back.
 
   **What is retried.** A request whose node went down (`:noconnection`, `:noproc`, the node killed,
   disconnected or partitioned away) or that did not answer within `timeout:` (ms per attempt,
@@ -71,6 +75,8 @@ defmodule Plugboard.Serving do
          {:ok, %Nx.Serving{} = serving} <- fetch_serving(opts),
          {:ok, client} <- client(name, opts[:client]),
          {:ok, info} <- node_info(client, opts) do
+      serving = portable_replies(serving)
+
       nx_opts =
         opts
         |> Keyword.drop(@serving_keys)
@@ -98,6 +104,8 @@ defmodule Plugboard.Serving do
 
   # The booted target's client, or the one `client:` gives (its plugin file names the target then).
   defp client(_name, %Plugboard.Client{} = client), do: {:ok, client}
+  defp client(_name, other) when other != nil, do: {:error, "Plugboard.Serving: client: must be a %Plugboard.Client{}, got #{inspect(other, limit: 3)}"}
+
   defp client(name, nil) do
     case Plugboard.client() do
       {:ok, client} -> {:ok, client}
@@ -111,8 +119,6 @@ defmodule Plugboard.Serving do
   """
   @spec default_weight(non_neg_integer(), String.t() | nil) :: pos_integer()
   def default_weight(devices, kind), do: max(devices, 1) * if(kind in ["cpu", nil], do: 1, else: 8)
-
-  defp client(_name, other), do: {:error, "Plugboard.Serving: client: must be a %Plugboard.Client{}, got #{inspect(other, limit: 3)}"}
 
   defp node_info(client, opts) do
     {:ok, devices} = Plugboard.devices(client)
@@ -144,12 +150,13 @@ defmodule Plugboard.Serving do
     routing = Keyword.get(opts, :routing, :load)
     retries = Keyword.get(opts, :retries, 2)
     timeout = Keyword.get(opts, :timeout, 30_000)
+    wait = Keyword.get(opts, :wait, 5_000)
 
     unless routing in [:load, :weighted], do: raise(ArgumentError, "Plugboard.Serving.run: routing: must be :load or :weighted, got #{inspect(routing)}")
     unless is_integer(retries) and retries >= 0, do: raise(ArgumentError, "Plugboard.Serving.run: retries: must be a non-negative integer, got #{inspect(retries)}")
 
     :telemetry.span([:plugboard, :serving, :run], %{name: name, routing: routing}, fn ->
-      outcome = attempt(name, input, %{routing: routing, retries: retries, timeout: timeout}, 1, [])
+      outcome = attempt(name, input, %{routing: routing, retries: retries, timeout: timeout, wait: wait}, 1, [])
 
       meta =
         case outcome do
@@ -173,12 +180,12 @@ defmodule Plugboard.Serving do
   defp answer(outcome, _), do: outcome
 
   defp attempt(name, input, opts, attempt, lost) do
-    case Router.choose(name, opts.routing, Enum.map(lost, &elem(&1, 0))) do
+    case choose(name, opts, for({pid, _, _} <- lost, do: pid)) do
       nil when lost == [] ->
         {:error, {:no_member, name}}
 
       nil ->
-        {:error, {:lost, Enum.reverse(lost)}}
+        attempt_failed(lost)
 
       member ->
         :telemetry.execute([:plugboard, :serving, :route], %{load: member.load, weight: member.weight},
@@ -186,36 +193,69 @@ defmodule Plugboard.Serving do
 
         case call(name, member, input, opts.timeout) do
           {:ok, output, where} ->
-            {:ok, output, Map.merge(where, %{attempts: attempt, lost: Enum.reverse(lost)})}
+            {:ok, output, Map.merge(where, %{attempts: attempt, lost: nodes_lost(lost)})}
 
           {:error, message} ->
             {:error, {:serving, member.node, message}}
 
           {:lost, reason} ->
             retry? = reason == :noproc or (member.info.idempotent and attempt <= opts.retries)
-            lost = [{member.node, reason} | lost]
+            lost = [{member.pid, member.node, reason} | lost]
 
             if retry? do
               Logger.warning("plugboard: serving #{inspect(name)}: request lost on #{member.node} (#{inspect(reason)}); " <>
-                               "sending it to another node (attempt #{attempt + 1})")
+                               "sending it again (attempt #{attempt + 1})")
               :telemetry.execute([:plugboard, :serving, :retry], %{attempt: attempt + 1}, %{name: name, node: member.node, reason: reason})
               attempt(name, input, opts, attempt + 1, lost)
             else
-              {:error, {:lost, Enum.reverse(lost)}}
+              attempt_failed(lost)
             end
         end
+    end
+  end
+
+  defp attempt_failed(lost), do: {:error, {:lost, nodes_lost(lost)}}
+
+  # [{node, reason}], oldest first.
+  defp nodes_lost(lost), do: for({_pid, node, reason} <- Enum.reverse(lost), do: {node, reason})
+
+  # A member that has not failed this request. While there is none (a node restarting, the cluster
+  # reconnecting after a partition), waits up to `wait:` ms for one; a member that failed this request,
+  # left the directory and is back (reconnected) may be tried again.
+  defp choose(name, opts, failed) do
+    deadline = System.monotonic_time(:millisecond) + opts.wait
+    choose(name, opts, failed, deadline)
+  end
+
+  defp choose(name, opts, failed, deadline) do
+    members = Router.members(name)
+    present = Enum.map(members, & &1.pid)
+
+    case Enum.reject(members, &(&1.pid in failed)) do
+      [] ->
+        if System.monotonic_time(:millisecond) < deadline do
+          Process.sleep(20)
+          choose(name, opts, Enum.filter(failed, &(&1 in present)), deadline)
+        end
+
+      fresh ->
+        Router.pick(fresh, opts.routing)
     end
   end
 
   # One request on one member's node: {:ok, output, where} | {:error, message} | {:lost, reason}.
   defp call(name, member, input, timeout) do
     ref = make_ref()
+    started = System.monotonic_time()
     Router.in_flight(name, member.pid, 1)
     {pid, monitor} = Node.spawn_monitor(member.node, __MODULE__, :__remote_run__, [ref, name, input])
 
     try do
       receive do
-        {:DOWN, ^monitor, :process, ^pid, {^ref, result}} -> result
+        {:DOWN, ^monitor, :process, ^pid, {^ref, result}} ->
+          Router.observe(name, member.pid, System.convert_time_unit(System.monotonic_time() - started, :native, :microsecond))
+          result
+
         {:DOWN, ^monitor, :process, ^pid, reason} -> {:lost, reason}
       after
         timeout ->
@@ -246,6 +286,13 @@ defmodule Plugboard.Serving do
       end
 
     exit({ref, result})
+  end
+
+  # A serving left with Nx's default distributed_postprocessing (the identity) would send device
+  # tensors to `Nx.Serving.batched_run/2` callers on other nodes, where they are unusable: it sends
+  # them on Nx.BinaryBackend instead (run/3 does the same on its own path).
+  defp portable_replies(%Nx.Serving{distributed_postprocessing: post} = serving) do
+    if post == (&Function.identity/1), do: Nx.Serving.distributed_postprocessing(serving, &portable/1), else: serving
   end
 
   # Tensors leave the node on Nx.BinaryBackend (device buffers do not cross the wire).

@@ -1,3 +1,5 @@
+Code.require_file("../../nx_deps.exs", __DIR__)
+
 defmodule Compute.MixProject do
   use Mix.Project
 
@@ -7,26 +9,9 @@ defmodule Compute.MixProject do
      deps: [{:plugboard, path: "../../../plugboard"}] ++ nx()]
   end
 
-  # The Nx jobs (Compute.NxJob, Compute.AxonJob) need Nx 0.13 and Axon 0.8 (so Elixir 1.17 or later):
-  # from Hex, or from the folder of Hex packages that PLUGBOARD_HEX_MIRROR names (its nx/, axon/,
-  # polaris/ and their neighbours). Without them the release is built without the jobs.
-  defp nx do
-    mirror = System.get_env("PLUGBOARD_HEX_MIRROR")
-
-    cond do
-      not Version.match?(System.version(), ">= 1.17.0") ->
-        []
-
-      mirror not in [nil, ""] ->
-        [{:plugboard_nx, path: "../../../plugboard_nx"}, {:axon, path: Path.expand("axon", mirror)}]
-
-      Code.ensure_loaded?(Hex) ->
-        [{:plugboard_nx, path: "../../../plugboard_nx"}, {:axon, "~> 0.8"}]
-
-      true ->
-        []
-    end
-  end
+  # The Nx jobs and the serving (Compute.NxJob, Compute.AxonJob, Compute.Model) need Nx 0.13, Axon 0.8
+  # and plugboard_nx: ../../nx_deps.exs says where they come from.
+  defp nx, do: Sample.NxDeps.deps(axon: "~> 0.8")
 
   def application, do: [extra_applications: [:logger], mod: {Compute.Application, []}]
 end

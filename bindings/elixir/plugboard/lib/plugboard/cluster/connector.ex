@@ -50,7 +50,7 @@ defmodule Plugboard.Cluster.Connector do
     peers = Keyword.fetch!(opts, :peers) -- [node()]
 
     if Node.alive?() do
-      :ok = :net_kernel.monitor_nodes(true, node_type: :visible, nodedown_reason: true)
+      :ok = :net_kernel.monitor_nodes(true, [{:node_type, :visible}, :nodedown_reason])
       send(self(), :connect)
       {:ok, %{peers: peers, interval: Keyword.fetch!(opts, :reconnect_ms)}}
     else

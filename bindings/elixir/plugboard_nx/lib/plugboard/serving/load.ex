@@ -8,7 +8,9 @@ defmodule Plugboard.Serving.Load do
   `call` is a function of one input or `{module, function, args}` (called with the input appended;
   the form to use across nodes). It returns `{:ok, output}`, `{:ok, output, info}` or anything else
   (an error). `at: {n, fun}` calls `fun.()` once, from its own process, when the `n`-th request has
-  been sent (to kill or disconnect a node halfway). Returns
+  been sent (to kill or disconnect a node halfway). `transfer: true` moves each output to
+  `Nx.BinaryBackend` inside the timed call (what a remote caller's answer costs; for calls made on the
+  serving's own node whose results are sent elsewhere). Returns
   `%{requests, ok, errors, wall_ms, rps, p50_ms, p99_ms, max_ms, results}` — `results` in input order,
   each `{:ok, output, info_or_nil, latency_us}` or `{:error, term, latency_us}`.
   """
@@ -18,7 +20,7 @@ defmodule Plugboard.Serving.Load do
     concurrency = Keyword.get(opts, :concurrency, 32)
     timeout = Keyword.get(opts, :timeout, 120_000)
     {at, action} = Keyword.get(opts, :at, {nil, nil})
-    call = to_fun(call)
+    call = to_fun(call, Keyword.get(opts, :transfer, false))
     t0 = System.monotonic_time()
 
     results =
@@ -43,8 +45,9 @@ defmodule Plugboard.Serving.Load do
       p99_ms: percentile(latencies, 0.99) / 1000, max_ms: List.last(latencies, 0) / 1000, results: results}
   end
 
-  defp to_fun({m, f, a}), do: fn input -> apply(m, f, a ++ [input]) end
-  defp to_fun(fun) when is_function(fun, 1), do: fun
+  defp to_fun({m, f, a}, transfer), do: to_fun(fn input -> apply(m, f, a ++ [input]) end, transfer)
+  defp to_fun(fun, false) when is_function(fun, 1), do: fun
+  defp to_fun(fun, true) when is_function(fun, 1), do: fn input -> Nx.backend_transfer(fun.(input), Nx.BinaryBackend) end
 
   defp timed(call, input) do
     t = System.monotonic_time()

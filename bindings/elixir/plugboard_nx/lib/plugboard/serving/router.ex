@@ -5,13 +5,15 @@ defmodule Plugboard.Serving.Router do
   each and not had back. One process per node (started by `:plugboard_nx`), a public ETS table read
   by callers directly: choosing a node takes no message.
 
-  **Choice** (`choose/3`):
-    * `:load` (the default): the member with the least `(load + 1) / weight`, where `load` is the
-      larger of what the member last published (every caller's requests, a few ms old) and what
-      this node has in flight there now (exact, for this node's own requests); ties broken at
-      random. A slow node keeps a longer queue and so gets fewer new requests.
+  **Choice** (`pick/2`, over `members/1`):
+    * `:load` (the default): the member with the least expected wait, `rtt × (load + 1) / weight`
+      (the cost of Finagle's peak-EWMA balancer, with the weight for the node's devices): `load`
+      is the larger of what the member last published (every caller's requests, a few ms old) and
+      what this node has in flight there now (exact, for this node's own requests); `rtt` is the
+      smoothed round-trip time of this node's requests to it (an exponential average, 1/5 per
+      answer; a member not yet measured counts as the fastest measured). Ties broken at random. A
+      slow node answers slowly and so gets new requests only while the fast ones are much busier.
     * `:weighted`: one member at random by weight, as `Nx.Serving.batched_run/2` chooses.
-  Members in `exclude` (nodes that failed this request) are skipped.
   """
   use GenServer
 
@@ -25,29 +27,21 @@ defmodule Plugboard.Serving.Router do
   def start_link(_), do: GenServer.start_link(__MODULE__, [], name: __MODULE__)
 
   @typedoc "A member as the router sees it."
-  @type member :: %{pid: pid(), node: node(), weight: pos_integer(), load: non_neg_integer(), info: map()}
+  @type member :: %{pid: pid(), node: node(), weight: pos_integer(), load: non_neg_integer(), rtt: float() | nil, info: map()}
 
   @doc """
   The members of `name`'s serving now (one per node), with their weight and load as this node sees
   them. A member not seen before is asked for its `:info` once (bounded by 1 s; one that does not
   answer is left out this time).
   """
-  @spec members(atom(), [node()]) :: [member()]
-  def members(name, exclude \\ []) do
-    for pid <- :pg.get_members(Plugboard.Cluster.scope(), {:serving, name}),
-        node(pid) not in exclude,
-        member = known(name, pid),
-        do: member
+  @spec members(atom()) :: [member()]
+  def members(name) do
+    for pid <- :pg.get_members(Plugboard.Cluster.scope(), {:serving, name}), member = known(name, pid), do: member
   end
 
-  @doc "Chooses a member of `name` by `routing` (`:load` or `:weighted`), skipping nodes in `exclude`; nil when none is left."
-  @spec choose(atom(), :load | :weighted, [node()]) :: member() | nil
-  def choose(name, routing, exclude \\ []) do
-    pick(members(name, exclude), routing)
-  end
 
-  @doc false
-  # The choice itself, over members as members/2 gives them.
+  @doc "Chooses one of `members` (as `members/1` gives them) by `routing`; nil for none."
+  @spec pick([member()], :load | :weighted) :: member() | nil
   def pick([], _routing), do: nil
   def pick(members, :weighted), do: weighted(members)
   def pick(members, :load), do: least_loaded(members)
@@ -80,16 +74,40 @@ defmodule Plugboard.Serving.Router do
   end
 
   defp member(name, pid, info, published) do
-    local = case :ets.lookup(@table, {:in_flight, name, pid}) do
+    %{pid: pid, node: node(pid), weight: max(info.weight, 1), load: max(published, counter(name, pid)),
+      rtt: rtt(name, pid), info: info}
+  end
+
+  defp counter(name, pid) do
+    case :ets.lookup(@table, {:in_flight, name, pid}) do
       [{_, n}] -> n
       [] -> 0
     end
+  end
 
-    %{pid: pid, node: node(pid), weight: max(info.weight, 1), load: max(published, local), info: info}
+  defp rtt(name, pid) do
+    case :ets.lookup(@table, {:rtt, name, pid}) do
+      [{_, us}] -> us
+      [] -> nil
+    end
+  end
+
+  @doc false
+  # Folds one round trip (microseconds) of a request answered by `pid` into its smoothed rtt. Two
+  # callers at once may lose one sample: an estimate, not a count.
+  def observe(name, pid, us) do
+    smoothed = case rtt(name, pid) do
+      nil -> us * 1.0
+      old -> old + (us - old) / 5
+    end
+
+    :ets.insert(@table, {{:rtt, name, pid}, smoothed})
   end
 
   defp least_loaded(members) do
-    score = fn m -> (m.load + 1) / m.weight end
+    known = for %{rtt: rtt} when rtt != nil <- members, do: rtt
+    default = if known == [], do: 1.0, else: Enum.min(known)
+    score = fn m -> (m.rtt || default) * (m.load + 1) / m.weight end
     best = members |> Enum.map(score) |> Enum.min()
     members |> Enum.filter(&(score.(&1) == best)) |> Enum.random()
   end
@@ -126,6 +144,7 @@ defmodule Plugboard.Serving.Router do
   def handle_info({:DOWN, _, :process, pid, _}, state) do
     :ets.match_delete(@table, {{:member, :_, pid}, :_, :_})
     :ets.match_delete(@table, {{:in_flight, :_, pid}, :_})
+    :ets.match_delete(@table, {{:rtt, :_, pid}, :_})
     {:noreply, %{state | watched: MapSet.delete(state.watched, pid)}}
   end
 end
