@@ -9,7 +9,8 @@ defmodule Plugboard.Application do
         probes: true, isolate: false,
         use_environment: false,         # default false when booting from a bundle (see below)
         bundle_required: true,          # false: a release whose embedded bundle is missing boots without it
-        boot: true                      # false: never boot at start (call Plugboard.boot/1 yourself)
+        boot: true,                     # false: never boot at start (call Plugboard.boot/1 yourself)
+        telemetry: true                 # false: emit no :telemetry events (Plugboard.Telemetry)
 
   **A release is its bundle.** Booting from a bundle (the embedded one or `bundle:`), only the
   bundle's own targets are candidates: plugins named by `PLUGBOARD_PLUGIN_PATH` or
