@@ -167,6 +167,35 @@ defmodule Plugboard.TelemetryTest do
     end
   end
 
+  @split """
+  module @split attributes {mhlo.num_partitions = 2 : i32, mhlo.num_replicas = 1 : i32} {
+    func.func public @main(%x: tensor<4xf32> {mhlo.sharding = "{devices=[2]0,1}"}) -> tensor<4xf32> {
+      %two = stablehlo.constant dense<2.0> : tensor<4xf32>
+      %y = stablehlo.multiply %x, %two : tensor<4xf32>
+      return %y : tensor<4xf32>
+    }
+  }
+  """
+
+  for {label, plugin} <- Plugboard.Nx.Case.cpu_plugins() do
+    test "run_partitioned/3: a run span whose device is the executable's devices on #{label}" do
+      {:ok, client} = Plugboard.open(unquote(plugin), [{"cpu_device_count", 4}])
+      exe = Plugboard.compile!(client, @split, partitions: 2, partitioner: :gspmd, devices: [3, 1])
+      x3 = Plugboard.buffer!(client, f32s([1, 2]), :f32, {2}, device: 3)
+      x1 = Plugboard.buffer!(client, f32s([3, 4]), :f32, {2}, device: 1)
+      assert {:ok, [[y3], [y1]]} = Plugboard.run_partitioned(exe, [[x3], [x1]])
+      assert {Plugboard.to_binary!(y3), Plugboard.to_binary!(y1)} == {f32s([2, 4]), f32s([6, 8])}
+      meta = %{executable: "split", target: client.target, device: [3, 1]}
+      assert_received {:event, [:plugboard, :run, :start], _, ^meta}
+      assert_received {:event, [:plugboard, :run, :stop], %{duration: d}, stop}
+      assert is_integer(d) and d > 0 and stop == Map.merge(meta, %{result: :ok, error: nil})
+
+      # Refused by the plugin (a buffer on the wrong device): a stop with the error.
+      assert {:error, error} = Plugboard.run_partitioned(exe, [[x1], [x3]])
+      assert_received {:event, [:plugboard, :run, :stop], _, %{device: [3, 1], result: :error, error: ^error}}
+    end
+  end
+
   test "config :plugboard, telemetry: false: nothing is emitted" do
     {_, plugin} = hd(Plugboard.Nx.Case.cpu_plugins())
     client = Plugboard.Nx.Case.client(plugin)
