@@ -78,6 +78,10 @@ ErlNifFunc functions[] = {
     {"cancelled?", 1, nif_cancelled, 0},
     {"measure_execute", 3, nif_measure_execute, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"reply", 2, nif_reply, 0},
+    {"kv_store_new", 2, nif_kv_store_new, 0},
+    {"kv_reply", 3, nif_kv_reply, 0},
+    {"kv_call", 5, nif_kv_call, 0},
+    {"open_distributed", 6, nif_open_distributed, 0},
     {"fail_call", 2, nif_fail_call, 0},
 };
 

@@ -56,6 +56,16 @@ PB_NIF(nif_cancelled);
 PB_NIF(nif_measure_execute);
 PB_NIF(nif_reply);
 PB_NIF(nif_fail_call);
+// nif_key_value.cpp
+PB_NIF(nif_kv_store_new);
+PB_NIF(nif_kv_reply);
+PB_NIF(nif_kv_call);
+PB_NIF(nif_open_distributed);
+
+// nif_selection.cpp's readers and makers, shared with nif_key_value.cpp: a client term that owns
+// `client`, and create options as [{name, value}].
+ERL_NIF_TERM make_client_term(ErlNifEnv* env, std::shared_ptr<const api::Client> client);
+Expected<std::vector<api::CreateOption>> get_create_options(ErlNifEnv* env, ERL_NIF_TERM list);
 
 // A %Plugboard.Buffer{} for a buffer the term will own; `client` is the guarded client it was made on
 // (resources.h), `origin` says whether its memory is its own.

@@ -42,6 +42,8 @@ Expected<api::SelectionSettings> get_settings(ErlNifEnv* env, ERL_NIF_TERM map) 
   return s;
 }
 
+}  // namespace
+
 ERL_NIF_TERM make_client_term(ErlNifEnv* env, std::shared_ptr<const api::Client> client) {
   return make_resource<ClientResource>(env, std::move(client));
 }
@@ -80,8 +82,6 @@ Expected<std::vector<api::CreateOption>> get_create_options(ErlNifEnv* env, ERL_
   if (!enif_is_empty_list(env, tail)) return invalid_argument("create options must be a list of {name, value} pairs");
   return out;
 }
-
-}  // namespace
 
 PB_NIF(nif_version) {
   (void)argc;
@@ -211,7 +211,8 @@ PB_NIF(nif_resource_counts) {
                                                         {"executable", ResourceKind::kExecutable},
                                                         {"buffer", ResourceKind::kBuffer},
                                                         {"call", ResourceKind::kCall},
-                                                        {"gate", ResourceKind::kGate}};
+                                                        {"gate", ResourceKind::kGate},
+                                                        {"key_value_store", ResourceKind::kKeyValue}};
   for (const auto& [name, kind] : kinds) enif_make_map_put(env, map, atom(env, name), enif_make_int64(env, live_resources(kind)), &map);
   return map;
 }

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "callback_route.h"
+#include "nif_key_value.h"
 #include "terms.h"
 #include "work_pool.h"
 
@@ -30,6 +31,10 @@ void destroy(ErlNifEnv* env, void* memory) {
 
 void call_down(ErlNifEnv*, void* memory, ErlNifPid*, ErlNifMonitor*) {
   if (auto* call = static_cast<ResourceSlot<CallResource>*>(memory)->object) call_handler_down(call);
+}
+
+void key_value_down(ErlNifEnv*, void* memory, ErlNifPid*, ErlNifMonitor*) {
+  if (auto* kv = static_cast<ResourceSlot<KeyValueResource>*>(memory)->object) kv->handler_down();
 }
 
 template <class T>
@@ -61,6 +66,8 @@ template <>
 ErlNifResourceType* resource_type<CallResource>() { return type_slot<CallResource>(); }
 template <>
 ErlNifResourceType* resource_type<GateResource>() { return type_slot<GateResource>(); }
+template <>
+ErlNifResourceType* resource_type<KeyValueResource>() { return type_slot<KeyValueResource>(); }
 
 // Runs `drop` on a launch-pool thread, or here when no thread can take it (no memory). Never throws:
 // it runs inside destructors and shared_ptr deleters.
@@ -182,7 +189,8 @@ bool open_resource_types(ErlNifEnv* env, ErlNifResourceFlags flags) {
          open_type<ExecutableResource>(env, "plugboard_executable", flags) &&
          open_type<BufferResource>(env, "plugboard_buffer", flags) &&
          open_type<CallResource>(env, "plugboard_call", flags, &call_down) &&
-         open_type<GateResource>(env, "plugboard_gate", flags);
+         open_type<GateResource>(env, "plugboard_gate", flags) &&
+         open_type<KeyValueResource>(env, "plugboard_key_value", flags, &key_value_down);
 }
 
 }  // namespace plugboard::nif

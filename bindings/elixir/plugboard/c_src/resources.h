@@ -135,6 +135,8 @@ struct GateResource {
   std::shared_ptr<ReplyGate> gate;
 };
 
+struct KeyValueResource;  // nif_key_value.h: a KeyValueStore answered by an Elixir process
+
 // Registered at load (flags ERL_NIF_RT_CREATE) and on a code upgrade (also ERL_NIF_RT_TAKEOVER: the
 // new library's callbacks take over the resources the old one made).
 bool open_resource_types(ErlNifEnv* env, ErlNifResourceFlags flags);
@@ -151,6 +153,8 @@ template <>
 ErlNifResourceType* resource_type<CallResource>();
 template <>
 ErlNifResourceType* resource_type<GateResource>();
+template <>
+ErlNifResourceType* resource_type<KeyValueResource>();
 
 // What a resource's memory holds: the object, made before the resource (so that a constructor that
 // throws leaves nothing behind) and deleted by the resource's destructor callback.
@@ -165,7 +169,7 @@ ClientResource* get_client_resource(ErlNifEnv* env, ERL_NIF_TERM term);
 Expected<std::shared_ptr<const api::Client>> get_client(ErlNifEnv* env, ERL_NIF_TERM term);
 
 // Live objects of each resource type (what the tests watch the garbage collector release).
-enum class ResourceKind { kClient, kExecutable, kBuffer, kCall, kGate, kCount };
+enum class ResourceKind { kClient, kExecutable, kBuffer, kCall, kGate, kKeyValue, kCount };
 template <class T>
 constexpr ResourceKind kind_of();
 void count_resource(ResourceKind kind, int delta);
@@ -203,6 +207,8 @@ template <>
 constexpr ResourceKind kind_of<CallResource>() { return ResourceKind::kCall; }
 template <>
 constexpr ResourceKind kind_of<GateResource>() { return ResourceKind::kGate; }
+template <>
+constexpr ResourceKind kind_of<KeyValueResource>() { return ResourceKind::kKeyValue; }
 
 // The object behind a resource term of type T, or nullptr.
 template <class T>

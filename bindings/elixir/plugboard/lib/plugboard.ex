@@ -142,11 +142,40 @@ defmodule Plugboard do
   @doc """
   Loads one plugin file and starts a client, without selection. `create_options` are the plugin's
   client options (`[{"cpu_device_count", 2}]`). Runs on a dirty I/O scheduler.
+
+  As one node of a multi-host job (`opts`): `kv_store:` a `Plugboard.KeyValueStore` (open on this
+  node) that the plugin's `kv_get` / `kv_put` / `kv_try_get` reach, `node_id:` and `num_nodes:`
+  passed as the create options of those names (only when given; 0 <= node_id < num_nodes), and
+  `timeout:` (ms or `:infinity`, the default) for `PJRT_Client_Create`, which may wait for the other
+  nodes. The client is then created on a plugboard thread, never a scheduler.
   """
-  @spec open(Path.t(), [{String.t(), term()}]) :: result(Client.t())
-  def open(plugin, create_options \\ []) do
+  @spec open(Path.t(), [{String.t(), term()}], keyword()) :: result(Client.t())
+  def open(plugin, create_options \\ [], opts \\ [])
+
+  def open(plugin, create_options, []) do
     with {:ok, resource} <- Native.open(Path.expand(plugin), create_options), do: Client.wrap(resource)
   end
+
+  def open(plugin, create_options, opts) do
+    with :ok <- Options.known(opts, [:kv_store, :node_id, :num_nodes, :timeout], "open"),
+         {:ok, timeout} <- Options.timeout(opts, :timeout, :infinity),
+         {:ok, node_id} <- Options.optional_index(opts, :node_id),
+         {:ok, num_nodes} <- Options.optional_index(opts, :num_nodes),
+         {:ok, store} <- kv_resource(opts[:kv_store]),
+         ref = make_ref(),
+         :ok <- Native.open_distributed(Path.expand(plugin), create_options, store, node_id, num_nodes, ref) do
+      receive do
+        {^ref, {:ok, resource}} -> Client.wrap(resource)
+        {^ref, {:error, _} = error} -> error
+      after
+        timeout -> {:error, Error.new(:deadline_exceeded, "open: #{plugin} did not create its client within #{timeout} ms")}
+      end
+    end
+  end
+
+  defp kv_resource(nil), do: {:ok, nil}
+  defp kv_resource(%Plugboard.KeyValueStore{} = kv), do: {:ok, Plugboard.KeyValueStore.resource(kv)}
+  defp kv_resource(other), do: Options.invalid("open: kv_store must be a %Plugboard.KeyValueStore{}, got #{inspect(other, limit: 3)}")
 
   @doc "The client's addressable devices, with memory figures where the plugin reports them."
   @spec devices(Client.t()) :: result([map()])

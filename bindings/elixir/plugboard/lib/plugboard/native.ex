@@ -34,4 +34,10 @@ defmodule Plugboard.Native do
   def measure_execute(_exe, _args, _iterations), do: :erlang.nif_error(:not_loaded)
   def reply(_call, _results), do: :erlang.nif_error(:not_loaded)
   def fail_call(_call, _message), do: :erlang.nif_error(:not_loaded)
+  # Multi-host PJRT (c_src/nif_key_value.cpp): a KeyValueStore answered by a handler process, calls
+  # through it on a launch thread (answer {ref, result}), and a client opened as a node of a job.
+  def kv_store_new(_handler, _call_timeout), do: :erlang.nif_error(:not_loaded)
+  def kv_reply(_store, _id, _reply), do: :erlang.nif_error(:not_loaded)
+  def kv_call(_store, _op, _key, _arg, _ref), do: :erlang.nif_error(:not_loaded)
+  def open_distributed(_plugin, _create_options, _store, _node_id, _num_nodes, _ref), do: :erlang.nif_error(:not_loaded)
 end

@@ -38,6 +38,11 @@ defmodule Plugboard.Options do
     end
   end
 
+  @doc "nil when absent, else a non-negative integer (node ids and counts)."
+  def optional_index(opts, key) do
+    if Keyword.get(opts, key) == nil, do: {:ok, nil}, else: index(opts, key, nil)
+  end
+
   def boolean(opts, key, default) do
     case Keyword.get(opts, key, default) do
       b when is_boolean(b) -> {:ok, b}

@@ -1,0 +1,158 @@
+defmodule Plugboard.KeyValueStore do
+  @moduledoc """
+  The key-value store a multi-host PJRT job needs, over Erlang distribution.
+
+  A plugin whose client spans several hosts (the CUDA plugin with `num_nodes > 1`) publishes what
+  each host has under keys of its own and waits for the other hosts' keys, through the `kv_get` /
+  `kv_put` / `kv_try_get` callbacks given to `PJRT_Client_Create`. Open a store on every node of the
+  job with the same namespace and pass it to `Plugboard.open/3`:
+
+      {:ok, kv} = Plugboard.KeyValueStore.open("job-42")
+      {:ok, client} = Plugboard.open(plugin, [], kv_store: kv, node_id: 0, num_nodes: 2)
+
+  ## Design
+
+    * **Who holds the data**: one process per cluster (`Plugboard.KeyValueStore.Server`), registered
+      in `:global` under `{Plugboard.KeyValueStore, cluster}` (`cluster:` option, default
+      `:plugboard`), started by the first `open/2` on any node, on that node (the *leader*,
+      `leader/1`). Every value lives there, in a map keyed `{namespace, key}`; a `get` that finds
+      no value waits there (a waiter with a timer) until a `put` of that key or its timeout.
+    * **Keys namespaced per client**: a store handle carries its namespace, and every key it reads
+      or writes is taken within it: two jobs (two clients) of one cluster never see each other's
+      keys, while the nodes of one job share theirs by opening the same namespace.
+    * **The C++ side**: `open/2` starts a handler process on the calling node that owns a native
+      `KeyValueStore` (c_src/nif_key_value.h). The plugin calls it from its own threads; each call
+      sends the handler a message and waits (never on a scheduler) for the answer the handler
+      gives through a NIF, after asking the leader from a process of its own (a slow `get` holds up
+      no other call). `native_get/3`, `native_try_get/2` and `native_put/3` drive that very object,
+      as the plugin would.
+    * **A node leaving**: a node other than the leader takes nothing with it: what it put stays
+      (the job's other nodes may still read it); its waiting gets simply end with it. When the
+      leader leaves, the data goes with it: calls waiting there fail at once with `:unavailable`
+      (the job cannot go on: its nodes exchanged keys through it, as PJRT's own coordination
+      service would fail the job), and the next call from a surviving node starts an empty
+      leader on that node (a new job can start). A network split heals with `:global`'s
+      resolution: one of two leaders is kept. A handler process that exits makes its store's calls
+      fail `:unavailable` at once.
+    * **Errors**: `get` past its timeout is `:deadline_exceeded`, `try_get` of a missing key
+      `:not_found`, a lost leader `:unavailable`: the codes PJRT expects, and what reaches the
+      plugin through the callbacks.
+  """
+
+  alias Plugboard.{Error, Native, Options}
+  alias Plugboard.KeyValueStore.{Handler, Server}
+
+  @enforce_keys [:namespace, :cluster, :handler]
+  defstruct [:namespace, :cluster, :handler]
+
+  @typedoc "A store handle: its namespace, its cluster, and the handler process (on this node)."
+  @type t :: %__MODULE__{namespace: String.t(), cluster: atom(), handler: pid()}
+  @type store :: t() | atom() | pid()
+
+  @open_keys [:cluster, :call_timeout, :name, :link]
+
+  @doc """
+  Opens the store of `namespace` on this node: a handler process, linked to the caller unless
+  `link: false`, registered locally under `name:` when given (then `store` arguments may be that
+  name). `cluster:` (default `:plugboard`) picks the cluster's leader; `call_timeout:` (ms, default
+  10000) bounds how long a native `try_get` / `put` (and a `get`, beyond its own timeout) waits for
+  the handler's answer.
+  """
+  @spec open(String.t(), keyword()) :: {:ok, t()} | {:error, Error.t()}
+  def open(namespace, opts \\ []) do
+    with :ok <- Options.known(opts, @open_keys, "KeyValueStore.open"),
+         :ok <- check_namespace(namespace),
+         {:ok, call_timeout} <- Options.timeout(opts, :call_timeout, 10_000),
+         :ok <- check_cluster(opts[:cluster] || :plugboard),
+         {:ok, _leader} <- Server.whereis_or_start(opts[:cluster] || :plugboard) do
+      cluster = opts[:cluster] || :plugboard
+      start = if Keyword.get(opts, :link, true), do: &GenServer.start_link/3, else: &GenServer.start/3
+      gen_opts = if opts[:name], do: [name: opts[:name]], else: []
+      timeout = if call_timeout == :infinity, do: 4_294_967_295, else: call_timeout
+
+      case start.(Handler, {namespace, cluster, timeout}, gen_opts) do
+        {:ok, pid} -> {:ok, %__MODULE__{namespace: namespace, cluster: cluster, handler: pid}}
+        {:error, {:already_started, _}} -> Options.invalid("KeyValueStore.open: name #{inspect(opts[:name])} is taken")
+        {:error, {%Error{} = error, _}} -> {:error, error}
+        {:error, reason} -> {:error, Error.new(:internal, "KeyValueStore.open: #{inspect(reason)}")}
+      end
+    end
+  end
+
+  @doc "Stops the store's handler: native calls through it fail `:unavailable` from then on."
+  @spec close(store()) :: :ok
+  def close(store), do: GenServer.stop(handler(store))
+
+  @doc "The node holding the cluster's data (its leader), or nil when none runs."
+  @spec leader(atom()) :: node() | nil
+  def leader(cluster \\ :plugboard) do
+    case Server.whereis(cluster) do
+      pid when is_pid(pid) -> node(pid)
+      :undefined -> nil
+    end
+  end
+
+  @doc "Puts `value` under `key` in the store's namespace, from Elixir (not through the native store)."
+  @spec put(store(), String.t(), binary()) :: :ok | {:error, Error.t()}
+  def put(store, key, value) when is_binary(key) and is_binary(value) do
+    {namespace, cluster} = where(store)
+    Server.request(cluster, {:put, namespace, key, value}, 10_000)
+  end
+
+  @doc "The value under `key`, waiting up to `timeout` ms for a put, from Elixir."
+  @spec get(store(), String.t(), non_neg_integer()) :: {:ok, binary()} | {:error, Error.t()}
+  def get(store, key, timeout) when is_binary(key) and is_integer(timeout) and timeout >= 0 do
+    {namespace, cluster} = where(store)
+    Server.request(cluster, {:get, namespace, key, timeout}, timeout)
+  end
+
+  @doc "The value under `key` now, or `:not_found`, from Elixir."
+  @spec try_get(store(), String.t()) :: {:ok, binary()} | {:error, Error.t()}
+  def try_get(store, key) when is_binary(key) do
+    {namespace, cluster} = where(store)
+    Server.request(cluster, {:try_get, namespace, key}, 10_000)
+  end
+
+  @doc """
+  `get` through the native `KeyValueStore` object a client's plugin calls (on a plugboard thread,
+  C++ -> handler -> leader -> back): what `kv_get` with `timeout_in_ms` does.
+  """
+  @spec native_get(store(), binary(), non_neg_integer()) :: {:ok, binary()} | {:error, Error.t()}
+  def native_get(store, key, timeout) when is_binary(key) and is_integer(timeout) and timeout >= 0,
+    do: native(store, :get, key, timeout)
+
+  @doc "`try_get` through the native store (what `kv_try_get` does)."
+  @spec native_try_get(store(), binary()) :: {:ok, binary()} | {:error, Error.t()}
+  def native_try_get(store, key) when is_binary(key), do: native(store, :try_get, key, nil)
+
+  @doc "`put` through the native store (what `kv_put` does)."
+  @spec native_put(store(), binary(), binary()) :: :ok | {:error, Error.t()}
+  def native_put(store, key, value) when is_binary(key) and is_binary(value), do: native(store, :put, key, value)
+
+  @doc false
+  # The native store (a NIF resource) behind a handle, for Plugboard.open/3: resources do not cross
+  # nodes, so it is always asked of the handler on this node.
+  def resource(store), do: GenServer.call(handler(store), :resource)
+
+  defp native(store, op, key, arg) do
+    ref = make_ref()
+
+    with :ok <- Native.kv_call(resource(store), op, key, arg, ref) do
+      receive do
+        {^ref, result} -> result
+      end
+    end
+  end
+
+  defp where(%__MODULE__{namespace: ns, cluster: cluster}), do: {ns, cluster}
+  defp where(store), do: GenServer.call(handler(store), :where)
+
+  defp handler(%__MODULE__{handler: pid}), do: pid
+  defp handler(name_or_pid) when is_atom(name_or_pid) or is_pid(name_or_pid), do: name_or_pid
+
+  defp check_namespace(ns) when is_binary(ns) and ns != "", do: :ok
+  defp check_namespace(ns), do: Options.invalid("KeyValueStore.open: the namespace must be a non-empty string, got #{inspect(ns)}")
+
+  defp check_cluster(c) when is_atom(c), do: :ok
+  defp check_cluster(c), do: Options.invalid("KeyValueStore.open: cluster must be an atom, got #{inspect(c)}")
+end

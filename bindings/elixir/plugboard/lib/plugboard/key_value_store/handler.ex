@@ -1,0 +1,44 @@
+defmodule Plugboard.KeyValueStore.Handler do
+  @moduledoc false
+  # Owns one native KeyValueStore (c_src/nif_key_value.h) and answers its calls: each request
+  # {:plugboard_kv, id, op, key, arg} is asked of the cluster's leader from a process of its own (a
+  # get waiting for a key holds up nothing else), whose answer goes back through kv_reply/3.
+  use GenServer
+
+  alias Plugboard.{Error, Native}
+  alias Plugboard.KeyValueStore.Server
+
+  @impl true
+  def init({namespace, cluster, call_timeout}) do
+    case Native.kv_store_new(self(), call_timeout) do
+      {:ok, resource} -> {:ok, %{namespace: namespace, cluster: cluster, resource: resource}}
+      {:error, %Error{} = error} -> {:stop, {error, :kv_store_new}}
+    end
+  end
+
+  @impl true
+  def handle_call(:resource, _from, state), do: {:reply, state.resource, state}
+  def handle_call(:where, _from, state), do: {:reply, {state.namespace, state.cluster}, state}
+
+  @impl true
+  def handle_info({:plugboard_kv, id, op, key, arg}, state) do
+    %{namespace: ns, cluster: cluster, resource: resource} = state
+
+    spawn(fn ->
+      reply =
+        case op do
+          :get -> Server.request(cluster, {:get, ns, key, arg}, arg)
+          :try_get -> Server.request(cluster, {:try_get, ns, key}, 10_000)
+          :put -> Server.request(cluster, {:put, ns, key, arg}, 10_000)
+        end
+
+      Native.kv_reply(resource, id, native_reply(reply))
+    end)
+
+    {:noreply, state}
+  end
+
+  defp native_reply(:ok), do: :ok
+  defp native_reply({:ok, value}), do: {:ok, value}
+  defp native_reply({:error, %Error{code: code, message: message}}), do: {:error, code, message}
+end
