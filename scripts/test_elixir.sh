@@ -2,7 +2,7 @@
 # The Elixir packages' tests: :plugboard's ExUnit on the three real CPU plugins (bindings/elixir/plugboard,
 # on Debian's Elixir, then on Elixir >= 1.17: scripts/elixir_toolchain.sh), then the end-to-end
 # release test (the sample app's compute release built, booted and run here, with its Nx job when
-# Nx can be had), then Nx on plugboard (bindings/elixir/plugboard_nx: its tests, Nx's own suite and
+# Nx can be had) and the cluster test (web and two compute nodes of those releases), then Nx on plugboard (bindings/elixir/plugboard_nx: its tests, Nx's own suite and
 # Axon's own suite twice, on Elixir >= 1.17 with Nx 0.13 and Axon from PLUGBOARD_HEX_MIRROR).
 # Uses the C++ build in BUILD_DIR (default build/): its install tree becomes the package's native
 # library (PLUGBOARD_PREFIX), its fault plugins the tests' (PLUGBOARD_FAULT_DIR).
@@ -70,6 +70,13 @@ if [ -x "$root/tests/elixir_release_test.sh" ]; then
   echo "[elixir] the sample app's compute release, end to end (on $(with_nx_elixir elixir --version | tail -n 1))"
   export PLUGBOARD_FAULT_PLUGIN="$build/tests/libfault_init_error.so"
   with_nx_elixir "$root/tests/elixir_release_test.sh" "$build/elixir-release-test"
+  # One release, one cluster: web and two compute nodes (different targets) as OS processes on
+  # 127.0.0.1, on the release test's build (nothing recompiled) and plugin cache.
+  if [ -n "$mirror" ]; then
+    echo "[elixir] the sample's releases as one cluster (tests/elixir_cluster_test.sh)"
+    with_nx_elixir env MIX_BUILD_ROOT="$build/elixir-release-test/_build" XDG_CACHE_HOME="$build/elixir-release-test/cache" \
+      "$root/tests/elixir_cluster_test.sh" "$build/elixir-cluster-test"
+  fi
 fi
 
 if [ -n "$mirror" ]; then

@@ -261,7 +261,13 @@ has "$work/demo2.log" "$result" "rebuilt release: the result"
 # --- 6. the other releases of the umbrella carry no plugin -----------------------------------------
 (cd "$sample" && mix release web --overwrite) > "$work/web.log" 2>&1 && (cd "$MIX_BUILD_ROOT/prod/rel/web" && bin/web eval 'IO.puts(Web.hello())') > "$work/web.out" 2>&1
 has "$work/web.out" "web up" "the web release runs"
-compgen -G "$MIX_BUILD_ROOT/prod/rel/web/lib/plugboard-*" > /dev/null && fail "the web release carries plugboard" || pass "the web release carries no plugboard"
+# With Nx, web carries plugboard_nx (and so plugboard) for its cluster client, but never a plugin.
+compgen -G "$MIX_BUILD_ROOT/prod/rel/web/lib/plugboard-*/priv/bundle" > /dev/null && fail "the web release carries a bundle" || pass "the web release carries no bundle"
+if [ -n "${PLUGBOARD_HEX_MIRROR:-}" ]; then
+  compgen -G "$MIX_BUILD_ROOT/prod/rel/web/lib/plugboard_nx-*" > /dev/null && pass "the web release carries the cluster client (plugboard_nx)" || fail "the web release lacks plugboard_nx"
+else
+  compgen -G "$MIX_BUILD_ROOT/prod/rel/web/lib/plugboard-*" > /dev/null && fail "the web release carries plugboard without Nx" || pass "the web release carries no plugboard (built without Nx)"
+fi
 
 [ -f "$work/lock.before" ] && ! cmp -s "$lock" "$work/lock.before" && cp "$work/lock.before" "$lock"
 if [ $failures -eq 0 ]; then echo "PASS: elixir release end to end"; else echo "FAIL: $failures check(s) failed"; exit 1; fi
