@@ -45,7 +45,15 @@ defmodule Plugboard.ServingTest do
     assert target == Path.basename(@path)
 
     input = Nx.Batch.stack([Nx.tensor([1.0, 2.0, 3.0])])
+    test = self()
+    events = [[:plugboard, :serving, :route], [:plugboard, :serving, :run, :start], [:plugboard, :serving, :run, :stop]]
+    :telemetry.attach_many({__MODULE__, name}, events, fn event, measurements, meta, _ -> send(test, {event, measurements, meta}) end, nil)
+    on_exit(fn -> :telemetry.detach({__MODULE__, name}) end)
     assert {:ok, out, info} = Serving.run(name, input, info: true)
+    assert_received {[:plugboard, :serving, :run, :start], _, %{name: ^name, routing: :load}}
+    assert_received {[:plugboard, :serving, :route], %{load: 0, weight: 2}, %{name: ^name, node: n, routing: :load}} when n == node()
+    assert_received {[:plugboard, :serving, :run, :stop], %{duration: d}, %{name: ^name, node: n, target: t, attempts: 1, result: :ok}}
+                    when n == node() and is_binary(t) and d > 0
     assert Nx.to_flat_list(out) == [3.0, 5.0, 7.0]
     assert out.data.__struct__ == Nx.BinaryBackend
     assert info == %{node: node(), target: target, attempts: 1, lost: []}
@@ -96,8 +104,12 @@ defmodule Plugboard.ServingTest do
     stop_supervised!({Serving, name})
 
     start_supervised!({Serving, serving: slow, name: name, client: client, batch_size: 1, idempotent: true})
-    # Idempotent, but only one node: tried there, then no other node is left.
+    # Idempotent, but only one node: tried there, then no other node is left (one retry event).
+    test = self()
+    :telemetry.attach({__MODULE__, :retry}, [:plugboard, :serving, :retry], fn _, m, meta, _ -> send(test, {:retry, m, meta}) end, nil)
+    on_exit(fn -> :telemetry.detach({__MODULE__, :retry}) end)
     assert {:error, {:lost, [{^node, :timeout}]}} = Serving.run(name, input, timeout: 100, wait: 100)
+    assert_received {:retry, %{attempt: 2}, %{name: ^name, node: ^node, reason: :timeout}}
     assert {:ok, _} = Serving.run(name, input, timeout: 5_000)
   end
 

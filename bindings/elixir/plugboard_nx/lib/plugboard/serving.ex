@@ -155,7 +155,7 @@ defmodule Plugboard.Serving do
     unless routing in [:load, :weighted], do: raise(ArgumentError, "Plugboard.Serving.run: routing: must be :load or :weighted, got #{inspect(routing)}")
     unless is_integer(retries) and retries >= 0, do: raise(ArgumentError, "Plugboard.Serving.run: retries: must be a non-negative integer, got #{inspect(retries)}")
 
-    :telemetry.span([:plugboard, :serving, :run], %{name: name, routing: routing}, fn ->
+    Plugboard.Telemetry.span([:plugboard, :serving, :run], %{name: name, routing: routing}, fn ->
       outcome = attempt(name, input, %{routing: routing, retries: retries, timeout: timeout, wait: wait}, 1, [])
 
       meta =
@@ -188,7 +188,7 @@ defmodule Plugboard.Serving do
         attempt_failed(lost)
 
       member ->
-        :telemetry.execute([:plugboard, :serving, :route], %{load: member.load, weight: member.weight},
+        Plugboard.Telemetry.execute([:plugboard, :serving, :route], %{load: member.load, weight: member.weight},
                            %{name: name, node: member.node, routing: opts.routing})
 
         case call(name, member, input, opts.timeout) do
@@ -205,7 +205,7 @@ defmodule Plugboard.Serving do
             if retry? do
               Logger.warning("plugboard: serving #{inspect(name)}: request lost on #{member.node} (#{inspect(reason)}); " <>
                                "sending it again (attempt #{attempt + 1})")
-              :telemetry.execute([:plugboard, :serving, :retry], %{attempt: attempt + 1}, %{name: name, node: member.node, reason: reason})
+              Plugboard.Telemetry.execute([:plugboard, :serving, :retry], %{attempt: attempt + 1}, %{name: name, node: member.node, reason: reason})
               attempt(name, input, opts, attempt + 1, lost)
             else
               attempt_failed(lost)
