@@ -163,7 +163,8 @@ PJRT_Error* make_plugin_error(PJRT_Error_Code code, const char* message, size_t 
 }
 PJRT_CallbackError plugin_error_maker = &make_plugin_error;
 
-PJRT_KeyValueGetCallback_Args get_args(KeyValueStore* store, const std::string& key, int timeout_ms) {
+// `key` must outlive the args (a literal, or a string the test keeps).
+PJRT_KeyValueGetCallback_Args get_args(KeyValueStore* store, std::string_view key, int timeout_ms) {
   PJRT_KeyValueGetCallback_Args args{};
   args.struct_size = PJRT_KeyValueGetCallback_Args_STRUCT_SIZE;
   args.key = key.data();
