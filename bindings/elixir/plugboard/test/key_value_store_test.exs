@@ -165,6 +165,25 @@ defmodule Plugboard.KeyValueStoreTest do
     assert ms_since(start) < 5_000
   end
 
+  test "a store's native object is released once its handler and every term are gone", %{cluster: c} do
+    before = Plugboard.native_objects().key_value_store
+
+    {pid, ref} =
+      spawn_monitor(fn ->
+        {:ok, kv} = KeyValueStore.open("gc", cluster: c)
+        :ok = KeyValueStore.native_put(kv, "k", "v")
+        {:ok, "v"} = KeyValueStore.native_get(kv, "k", 1000)
+      end)
+
+    assert_receive {:DOWN, ^ref, :process, ^pid, :normal}, 10_000
+    # The handler was linked to the process that opened it: both gone, the resource goes with them.
+    assert Plugboard.TestSupport.eventually(fn ->
+             :erlang.garbage_collect()
+             Plugboard.native_objects().key_value_store <= before
+           end),
+           "stores left: #{inspect(Plugboard.native_objects())} (before: #{before})"
+  end
+
   test "open/2 refuses bad options, naming them" do
     assert {:error, %Error{code: :invalid_argument, message: m1}} = KeyValueStore.open("")
     assert m1 =~ "namespace"

@@ -52,9 +52,9 @@ defmodule Plugboard.KeyValueStore do
   @open_keys [:cluster, :call_timeout, :name, :link]
 
   @doc """
-  Opens the store of `namespace` on this node: a handler process, linked to the caller unless
-  `link: false`, registered locally under `name:` when given (then `store` arguments may be that
-  name). `cluster:` (default `:plugboard`) picks the cluster's leader; `call_timeout:` (ms, default
+  Opens the store of `namespace` on this node: a handler process, which stops when the caller exits
+  (whatever the reason) unless `link: false`, registered locally under `name:` when given (then
+  `store` arguments may be that name). `cluster:` (default `:plugboard`) picks the cluster's leader; `call_timeout:` (ms, default
   10000) bounds how long a native `try_get` / `put` (and a `get`, beyond its own timeout) waits for
   the handler's answer.
   """
@@ -66,11 +66,11 @@ defmodule Plugboard.KeyValueStore do
          :ok <- check_cluster(opts[:cluster] || :plugboard),
          {:ok, _leader} <- Server.whereis_or_start(opts[:cluster] || :plugboard) do
       cluster = opts[:cluster] || :plugboard
-      start = if Keyword.get(opts, :link, true), do: &GenServer.start_link/3, else: &GenServer.start/3
+      owner = if Keyword.get(opts, :link, true), do: self()
       gen_opts = if opts[:name], do: [name: opts[:name]], else: []
       timeout = if call_timeout == :infinity, do: 4_294_967_295, else: call_timeout
 
-      case start.(Handler, {namespace, cluster, timeout}, gen_opts) do
+      case GenServer.start(Handler, {namespace, cluster, timeout, owner}, gen_opts) do
         {:ok, pid} -> {:ok, %__MODULE__{namespace: namespace, cluster: cluster, handler: pid}}
         {:error, {:already_started, _}} -> Options.invalid("KeyValueStore.open: name #{inspect(opts[:name])} is taken")
         {:error, {%Error{} = error, _}} -> {:error, error}

@@ -9,9 +9,12 @@ defmodule Plugboard.KeyValueStore.Handler do
   alias Plugboard.KeyValueStore.Server
 
   @impl true
-  def init({namespace, cluster, call_timeout}) do
+  def init({namespace, cluster, call_timeout, owner}) do
+    # Tied to the process that opened the store (a monitor: its normal exit ends the handler too).
+    if owner, do: Process.monitor(owner)
+
     case Native.kv_store_new(self(), call_timeout) do
-      {:ok, resource} -> {:ok, %{namespace: namespace, cluster: cluster, resource: resource}}
+      {:ok, resource} -> {:ok, %{namespace: namespace, cluster: cluster, resource: resource, owner: owner}}
       {:error, %Error{} = error} -> {:stop, {error, :kv_store_new}}
     end
   end
@@ -37,6 +40,8 @@ defmodule Plugboard.KeyValueStore.Handler do
 
     {:noreply, state}
   end
+
+  def handle_info({:DOWN, _, :process, owner, _}, %{owner: owner} = state), do: {:stop, :normal, state}
 
   defp native_reply(:ok), do: :ok
   defp native_reply({:ok, value}), do: {:ok, value}
