@@ -121,8 +121,11 @@ ok_run "$killed" "compute2 killed halfway"
 retried=$(field "$killed" retried)
 [ "${retried:-0}" -ge 1 ] && pass "$retried request(s) lost with compute2 were retried on compute1" || fail "no request was retried: $killed"
 grep -q "request lost on $c2" "$work/nodes/web$tag.log" && pass "web logged the lost requests with the reason ($(grep -m1 -o "request lost on $c2 ([^)]*)" "$work/nodes/web$tag.log"))" || fail "no retry in web's log"
-wk=$(field "$killed" wall_ms) ws=$(field "$steady" wall_ms)
-[ "$wk" -le $((2 * ws)) ] && pass "wall time with the kill $wk ms, within 2x of $ws ms" || fail "wall time with the kill $wk ms > 2 x $ws ms"
+# The run without a failure: the slower of the two above (same size and concurrency; one alone is at
+# the mercy of a GC or a neighbour on 2 cores).
+wk=$(field "$killed" wall_ms) ws=$(field "$steady" wall_ms) ww=$(field "$weighted" wall_ms)
+[ "$ww" -gt "$ws" ] && ws=$ww
+[ "$wk" -le $((2 * ws)) ] && pass "wall time with the kill $wk ms, within 2x of $ws ms without" || fail "wall time with the kill $wk ms > 2 x $ws ms"
 wait "${pids[$c2]}" 2> /dev/null
 wait_members 1 && pass "compute2's serving left the directory" || fail "compute2 still a member after its death"
 
@@ -132,10 +135,14 @@ wait_members 2 && pass "compute2 restarted and rejoined" || fail "compute2 did n
 load "400" > /dev/null
 parted=$(load "3000, concurrency: 32, at: {600, {:disconnect, :\"$c2\"}}"); echo "    $parted"
 ok_run "$parted" "compute2 disconnected from web mid-run"
-grep -q "$c2 disconnected" "$work/nodes/web$tag.log" && pass "web saw compute2 go" || fail "web's log has no disconnection of compute2"
-tenth=$(sed -n 's/.*last_tenth_on=\(\[[^]]*\]\).*/\1/p' <<< "$parted")
-if grep -q "${c2%@*}" <<< "$tenth"; then pass "compute2 reconnected and took requests again (last tenth on $tenth)"; else
-  fail "compute2 took no request in the last tenth after the partition: $parted"; fi
+grep -q "$c2 disconnected (:disconnect)" "$work/nodes/web$tag.log" && pass "web saw compute2 go" || fail "web's log has no disconnection of compute2"
+# Back: the connector (or the next request's auto-connect) reconnects it, :pg lists its serving again.
+wait_members 2 && grep -A1000 "$c2 disconnected (:disconnect)" "$work/nodes/web$tag.log" | grep -q "$c2 connected" \
+  && pass "compute2 reconnected after the partition" || fail "compute2 did not come back after the partition"
+after=$(load "1000, concurrency: 32"); echo "    $after"
+ok_run "$after" "after the partition"
+n2=$(share "$after" "${c2%@*}@127.0.0.1")
+[ "${n2:-0}" -ge 1 ] && pass "compute2 takes requests again ($n2 of 1000)" || fail "compute2 takes no request after the partition: $after"
 
 # --- a node whose explicit target is missing -------------------------------------------------------------
 start_node "$c3" compute PLUGBOARD_TARGET=nosuch "$(compute_env)"

@@ -81,15 +81,18 @@ defmodule Plugboard.ServingTest do
     assert node == node()
     assert message =~ "Nx.Batch"
 
-    assert {:error, "Plugboard.Serving: weight: must be a positive integer, got 0"} =
+    assert {:error, %Plugboard.Error{code: :invalid_argument, message: "Plugboard.Serving: weight: must be a positive integer, got 0"}} =
              Serving.start_link(serving: serving(&Model.affine/1, name), name: :other, client: client, weight: 0)
-    assert {:error, "Plugboard.Serving: name: must be an atom" <> _} = Serving.start_link(serving: serving(&Model.affine/1, name), name: "x")
-    assert_raise ArgumentError, ~r/routing: must be :load or :weighted/, fn -> Serving.run(name, 1, routing: :fastest) end
+    assert {:error, %Plugboard.Error{message: "Plugboard.Serving: name: must be an atom" <> _}} = Serving.start_link(serving: serving(&Model.affine/1, name), name: "x")
+    assert {:error, %Plugboard.Error{code: :invalid_argument, message: "Plugboard.Serving: run/3: routing: :fastest is not :load or :weighted"}} =
+             Serving.run(name, 1, routing: :fastest)
+    assert {:error, %Plugboard.Error{message: "Plugboard.Serving: run/3: wait: :infinity is not a non-negative integer (ms)"}} = Serving.run(name, 1, wait: :infinity)
+    assert {:error, %Plugboard.Error{message: "Plugboard.Serving: run/3: unknown option {:retry, 1}" <> _}} = Serving.run(name, 1, retry: 1)
   end
 
   test "a node without a booted target does not start the serving" do
     assert {:error, _} = Plugboard.client()
-    assert {:error, message} = Serving.start_link(serving: Nx.Serving.new(fn _ -> & &1 end), name: :no_target)
+    assert {:error, %Plugboard.Error{code: :failed_precondition, message: message}} = Serving.start_link(serving: Nx.Serving.new(fn _ -> & &1 end), name: :no_target)
     assert message =~ "Plugboard.Serving :no_target not started: no target booted on #{node()}"
     assert Router.members(:no_target) == []
   end
@@ -111,6 +114,25 @@ defmodule Plugboard.ServingTest do
     assert {:error, {:lost, [{^node, :timeout}]}} = Serving.run(name, input, timeout: 100, wait: 100)
     assert_received {:retry, %{attempt: 2}, %{name: ^name, node: ^node, reason: :timeout}}
     assert {:ok, _} = Serving.run(name, input, timeout: 5_000)
+    # The timed-out requests finished on the node (the caller only stopped waiting): no load is left.
+    assert eventually(fn -> hd(Router.members(name)).load == 0 end)
+  end
+
+  test "a caller killed mid-request leaves no load behind", %{name: name, client: client} do
+    start_supervised!({Serving, serving: Model.slow_serving(client), name: name, client: client, batch_size: 1, idempotent: true})
+    input = Nx.Batch.stack([Nx.tensor([1.0])])
+    callers = for _ <- 1..3, do: spawn(fn -> Serving.run(name, input) end)
+    assert eventually(fn -> hd(Router.members(name)).load == 3 end)
+    Enum.each(callers, &Process.exit(&1, :kill))
+    # Their requests still run on the node; then the node's load and this node's count both reach 0
+    # (the count through the router's sweep: a killed caller runs no `after`).
+    assert eventually(fn -> hd(Router.members(name)).load == 0 end, 5_000)
+  end
+
+  defp eventually(fun, ms \\ 3_000) do
+    deadline = System.monotonic_time(:millisecond) + ms
+    Stream.repeatedly(fn -> fun.() || (Process.sleep(20) && false) end)
+    |> Enum.find(fn ok -> ok or System.monotonic_time(:millisecond) > deadline end)
   end
 
   test "the router's choice: least load per weight, or weight alone" do

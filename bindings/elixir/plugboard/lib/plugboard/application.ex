@@ -44,16 +44,25 @@ defmodule Plugboard.Application do
   def start(_type, _args) do
     # The cluster's :pg directory on every node. The connector (only when peers are configured)
     # starts after the boot: a node whose boot failed never joins the cluster.
-    connector = Plugboard.Cluster.Connector.child(Application.get_env(:plugboard, :cluster))
     # Telemetry first: the summary attaches before the boot emits its event.
     Plugboard.Telemetry.setup()
     children = [Plugboard.Printer, Plugboard.Cluster, Plugboard.Telemetry.Summary]
 
-    with {:ok, sup} <- Supervisor.start_link(children, strategy: :one_for_one, name: Plugboard.Supervisor),
+    with {:ok, connector} <- connector(Application.get_env(:plugboard, :cluster)),
+         {:ok, sup} <- Supervisor.start_link(children, strategy: :one_for_one, name: Plugboard.Supervisor),
          :ok <- boot_from_config(),
          {:ok, _} <- start_connector(sup, connector) do
       {:ok, sup}
     end
+  end
+
+  # A malformed `cluster:` configuration stops the start with the reason in the log.
+  defp connector(config) do
+    {:ok, Plugboard.Cluster.Connector.child(config)}
+  rescue
+    e in ArgumentError ->
+      Logger.error("plugboard: " <> Exception.message(e))
+      {:error, {:plugboard_cluster_config, Exception.message(e)}}
   end
 
   defp start_connector(_sup, nil), do: {:ok, nil}

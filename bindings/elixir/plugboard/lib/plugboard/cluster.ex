@@ -86,20 +86,26 @@ defmodule Plugboard.Cluster do
     end)
   end
 
-  # The :info of every serving member on this node (a member that does not answer at once is skipped).
+  # The :info of every serving member on this node, asked all at once (one that does not answer in
+  # 500 ms is left out: the report stays within its bound).
   defp local_servings do
     if Process.whereis(@scope) do
-      for {:serving, _} = group <- :pg.which_groups(@scope),
-          pid <- :pg.get_local_members(@scope, group),
-          info = safe_info(pid),
-          do: info
+      members = for {:serving, _} = group <- :pg.which_groups(@scope), pid <- :pg.get_local_members(@scope, group), do: pid
+
+      members
+      |> Task.async_stream(&safe_info/1, timeout: 1_000, on_timeout: :kill_task)
+      |> Enum.flat_map(fn
+        {:ok, nil} -> []
+        {:ok, info} -> [info]
+        {:exit, _} -> []
+      end)
     else
       []
     end
   end
 
   defp safe_info(pid) do
-    GenServer.call(pid, :info, 1_000)
+    GenServer.call(pid, :info, 500)
   catch
     :exit, _ -> nil
   end

@@ -37,31 +37,44 @@ defmodule Plugboard.Serving do
   random by weight, as `Nx.Serving` does. With no member there (none yet, or every one lost this
   request), `run/3` waits up to `wait:` ms (default 5000) for one to join or come back.
 
-  **What is retried.** A request whose node went down (`:noconnection`, `:noproc`, the node killed,
-  disconnected or partitioned away) or that did not answer within `timeout:` (ms per attempt,
-  default 30 000; the remote request is then killed) is sent again to another node — at most
-  `retries:` times (default 2), each time with the reason in the log (`warning`) and a
-  `[:plugboard, :serving, :retry]` event — **only when the serving was declared `idempotent: true`**
-  where it runs: such a request may have run on the lost node, and only an idempotent one may run
-  twice. A serving that was not running yet on the chosen node (`:noproc`: it never ran) is always
-  tried elsewhere. Not retried: errors the serving itself raises (bad input, a failed compile or run
-  on the target): they are the answer, `{:error, {:serving, node, message}}`. Requests in flight on
-  other nodes are untouched by a node's death: each request watches only its own node.
+  **What is retried.** A request lost with its node — the node killed, crashed, disconnected or
+  partitioned away (`:noconnection`) — or not answered within `timeout:` (ms per attempt, default
+  30 000, or `:infinity`) is sent to another node, at most `retries:` times (default 2), each time
+  with the reason in the log (`warning`) and a `[:plugboard, :serving, :retry]` event, **only when
+  the serving was declared `idempotent: true`** where it runs: the request may have run on the lost
+  node (after a timeout it may still be running there: `Nx.Serving` cannot take a batch back, so the
+  caller only stops waiting), and only an idempotent request may run twice. A serving that was not
+  running on the chosen node (`:noproc`: the request never ran) is tried elsewhere up to 3 times,
+  whatever the serving and apart from `retries:`. Not retried: errors the serving itself raises (bad
+  input, a failed compile or run on the target) and any other exit of the request's process: they
+  are the answer, `{:error, {:serving, node, message}}`.
+
+  A node's death reaches only the requests on that node: each request watches only the process that
+  runs it. A partition can reach further: OTP keeps the mesh fully connected
+  (`prevent_overlapping_partitions`), so when one link drops, other nodes may drop their links to
+  the cut-off node too, and their requests come back `:noconnection` (retried when idempotent, an
+  error otherwise).
 
   Errors are values: `{:error, {:no_member, name}}` (no node serves `name`), `{:error, {:lost, [{node,
-  reason}, ...]}}` (every attempt lost), `{:error, {:serving, node, message}}`.
+  reason}, ...]}}` (every attempt lost), `{:error, {:serving, node, message}}`, and for a bad option
+  `{:error, %Plugboard.Error{code: :invalid_argument}}`.
 
   ## Telemetry
   `[:plugboard, :serving, :run, :start | :stop | :exception]` around `run/3` (metadata `name`,
-  `routing`; on stop also `node`, `target`, `attempts`, `result` `:ok | :error`),
-  `[:plugboard, :serving, :route]` for each choice (measurements `load`, `weight`, `candidates`;
-  metadata `name`, `node`, `routing`), `[:plugboard, :serving, :retry]` (measurements `attempt`;
-  metadata `name`, `node`, `reason`).
+  `routing`; on stop also `result` (`:ok | :error`) and, when answered, `node`, `target`, `attempts`,
+  `lost`; when every attempt was lost, `lost`), `[:plugboard, :serving, :route]` for each choice
+  (measurements `load`, `weight`; metadata `name`, `node`, `routing`), `[:plugboard, :serving,
+  :retry]` (measurements `attempt`; metadata `name`, `node`, `reason`).
   """
   require Logger
   alias Plugboard.Serving.{Member, Router}
 
+  # Why a request can be lost with its node (and tried elsewhere); any other exit of the request's
+  # process is an error of that request.
+  @lost_reasons [:noconnection, :noproc, :timeout]
   @serving_keys [:serving, :name, :idempotent, :weight, :publish_ms, :client]
+  @run_option_kinds %{routing: ":load or :weighted", retries: "a non-negative integer", timeout: "a positive integer (ms) or :infinity",
+                      wait: "a non-negative integer (ms)", info: "a boolean"}
 
   @doc false
   def child_spec(opts) do
@@ -91,25 +104,27 @@ defmodule Plugboard.Serving do
   defp fetch_name(opts) do
     case opts[:name] do
       name when is_atom(name) and name not in [nil, true, false] -> {:ok, name}
-      other -> {:error, "Plugboard.Serving: name: must be an atom (the serving's registered name), got #{inspect(other)}"}
+      other -> invalid("name: must be an atom (the serving's registered name), got #{inspect(other)}")
     end
   end
 
   defp fetch_serving(opts) do
     case opts[:serving] do
       %Nx.Serving{} = serving -> {:ok, serving}
-      other -> {:error, "Plugboard.Serving: serving: must be an %Nx.Serving{}, got #{inspect(other, limit: 3)}"}
+      other -> invalid("serving: must be an %Nx.Serving{}, got #{inspect(other, limit: 3)}")
     end
   end
 
   # The booted target's client, or the one `client:` gives (its plugin file names the target then).
   defp client(_name, %Plugboard.Client{} = client), do: {:ok, client}
-  defp client(_name, other) when other != nil, do: {:error, "Plugboard.Serving: client: must be a %Plugboard.Client{}, got #{inspect(other, limit: 3)}"}
+  defp client(_name, other) when other != nil, do: invalid("client: must be a %Plugboard.Client{}, got #{inspect(other, limit: 3)}")
 
   defp client(name, nil) do
     case Plugboard.client() do
       {:ok, client} -> {:ok, client}
-      {:error, error} -> {:error, "Plugboard.Serving #{inspect(name)} not started: no target booted on #{node()} (#{Exception.message(error)})"}
+      {:error, error} ->
+        {:error, Plugboard.Error.new(:failed_precondition,
+                   "Plugboard.Serving #{inspect(name)} not started: no target booted on #{node()} (#{Exception.message(error)})")}
     end
   end
 
@@ -121,7 +136,10 @@ defmodule Plugboard.Serving do
   def default_weight(devices, kind), do: max(devices, 1) * if(kind in ["cpu", nil], do: 1, else: 8)
 
   defp node_info(client, opts) do
-    {:ok, devices} = Plugboard.devices(client)
+    with {:ok, devices} <- Plugboard.devices(client), do: node_info(client, devices, opts)
+  end
+
+  defp node_info(client, devices, opts) do
     kind = devices |> List.first(%{}) |> Map.get(:kind)
 
     target =
@@ -134,7 +152,7 @@ defmodule Plugboard.Serving do
       case opts[:weight] do
         nil -> {:ok, default_weight(length(devices), kind)}
         w when is_integer(w) and w > 0 -> {:ok, w}
-        w -> {:error, "Plugboard.Serving: weight: must be a positive integer, got #{inspect(w)}"}
+        w -> invalid("weight: must be a positive integer, got #{inspect(w)}")
       end
 
     with {:ok, weight} <- weight do
@@ -144,29 +162,42 @@ defmodule Plugboard.Serving do
     end
   end
 
-  @doc "See the module doc. Options: `routing:`, `retries:`, `timeout:`, `info:`."
+  @doc "See the module doc. Options: `routing:`, `retries:`, `timeout:`, `wait:`, `info:`."
   @spec run(atom(), term(), keyword()) :: {:ok, term()} | {:ok, term(), map()} | {:error, term()}
-  def run(name, input, opts \\ []) when is_atom(name) do
-    routing = Keyword.get(opts, :routing, :load)
-    retries = Keyword.get(opts, :retries, 2)
-    timeout = Keyword.get(opts, :timeout, 30_000)
-    wait = Keyword.get(opts, :wait, 5_000)
+  def run(name, input, opts \\ []) do
+    with {:ok, name} <- fetch_name(name: name), {:ok, opts} <- run_options(opts) do
+      Plugboard.Telemetry.span([:plugboard, :serving, :run], %{name: name, routing: opts.routing}, fn ->
+        outcome = attempt(name, input, opts, 1, [])
 
-    unless routing in [:load, :weighted], do: raise(ArgumentError, "Plugboard.Serving.run: routing: must be :load or :weighted, got #{inspect(routing)}")
-    unless is_integer(retries) and retries >= 0, do: raise(ArgumentError, "Plugboard.Serving.run: retries: must be a non-negative integer, got #{inspect(retries)}")
+        meta =
+          case outcome do
+            {:ok, _, where} -> Map.merge(where, %{name: name, routing: opts.routing, result: :ok})
+            {:error, {:lost, lost}} -> %{name: name, routing: opts.routing, result: :error, lost: lost}
+            {:error, _} -> %{name: name, routing: opts.routing, result: :error}
+          end
 
-    Plugboard.Telemetry.span([:plugboard, :serving, :run], %{name: name, routing: routing}, fn ->
-      outcome = attempt(name, input, %{routing: routing, retries: retries, timeout: timeout, wait: wait}, 1, [])
+        {answer(outcome, opts.info), meta}
+      end)
+    end
+  end
 
-      meta =
-        case outcome do
-          {:ok, _, where} -> Map.merge(where, %{name: name, routing: routing, result: :ok})
-          {:error, _} -> %{name: name, routing: routing, result: :error}
-        end
+  @run_defaults %{routing: :load, retries: 2, timeout: 30_000, wait: 5_000, info: false}
 
-      {answer(outcome, opts[:info]), meta}
+  defp run_options(opts) do
+    Enum.reduce_while(opts, {:ok, @run_defaults}, fn
+      {:routing, r}, {:ok, acc} when r in [:load, :weighted] -> {:cont, {:ok, %{acc | routing: r}}}
+      {:retries, n}, {:ok, acc} when is_integer(n) and n >= 0 -> {:cont, {:ok, %{acc | retries: n}}}
+      {:timeout, t}, {:ok, acc} when (is_integer(t) and t > 0) or t == :infinity -> {:cont, {:ok, %{acc | timeout: t}}}
+      {:wait, w}, {:ok, acc} when is_integer(w) and w >= 0 -> {:cont, {:ok, %{acc | wait: w}}}
+      {:info, i}, {:ok, acc} when is_boolean(i) -> {:cont, {:ok, %{acc | info: i}}}
+      {key, value}, _ when key in [:routing, :retries, :timeout, :wait, :info] ->
+        {:halt, invalid("run/3: #{key}: #{inspect(value)} is not #{Map.fetch!(@run_option_kinds, key)}")}
+      other, _ ->
+        {:halt, invalid("run/3: unknown option #{inspect(other)} (known: routing, retries, timeout, wait, info)")}
     end)
   end
+
+  defp invalid(message), do: {:error, Plugboard.Error.new(:invalid_argument, "Plugboard.Serving: " <> message)}
 
   @doc "Same as `run/3`, raising (an exit, as `Nx.Serving.batched_run/2` does) when no answer came."
   def run!(name, input, opts \\ []) do
@@ -176,7 +207,7 @@ defmodule Plugboard.Serving do
     end
   end
 
-  defp answer({:ok, output, _where}, info) when info != true, do: {:ok, output}
+  defp answer({:ok, output, _where}, false), do: {:ok, output}
   defp answer(outcome, _), do: outcome
 
   defp attempt(name, input, opts, attempt, lost) do
@@ -198,11 +229,10 @@ defmodule Plugboard.Serving do
           {:error, message} ->
             {:error, {:serving, member.node, message}}
 
-          {:lost, reason} ->
-            retry? = reason == :noproc or (member.info.idempotent and attempt <= opts.retries)
+          {:lost, reason} when reason in @lost_reasons ->
             lost = [{member.pid, member.node, reason} | lost]
 
-            if retry? do
+            if retry?(reason, member.info.idempotent, lost, opts.retries) do
               Logger.warning("plugboard: serving #{inspect(name)}: request lost on #{member.node} (#{inspect(reason)}); " <>
                                "sending it again (attempt #{attempt + 1})")
               Plugboard.Telemetry.execute([:plugboard, :serving, :retry], %{attempt: attempt + 1}, %{name: name, node: member.node, reason: reason})
@@ -210,9 +240,17 @@ defmodule Plugboard.Serving do
             else
               attempt_failed(lost)
             end
+
+          {:lost, reason} ->
+            {:error, {:serving, member.node, "the request's process on #{member.node} exited: #{inspect(reason)}"}}
         end
     end
   end
+
+  # :noproc (the serving was not running there: the request never ran) up to 3 times, apart from the
+  # budget; a node lost or a timeout only for an idempotent serving, up to `retries` times.
+  defp retry?(:noproc, _idempotent, lost, _retries), do: Enum.count(lost, &(elem(&1, 2) == :noproc)) <= 3
+  defp retry?(_reason, idempotent, lost, retries), do: idempotent and Enum.count(lost, &(elem(&1, 2) != :noproc)) <= retries
 
   defp attempt_failed(lost), do: {:error, {:lost, nodes_lost(lost)}}
 
@@ -244,27 +282,32 @@ defmodule Plugboard.Serving do
   end
 
   # One request on one member's node: {:ok, output, where} | {:error, message} | {:lost, reason}.
+  # After a timeout the caller stops waiting; the request's process on the member's node is left to
+  # finish (Nx.Serving has no way to take a batch back), so its node's load stays right. The timeout
+  # counts as a round trip of that length.
   defp call(name, member, input, timeout) do
     ref = make_ref()
     started = System.monotonic_time()
-    Router.in_flight(name, member.pid, 1)
+    request = Router.begin(name, member.pid)
     {pid, monitor} = Node.spawn_monitor(member.node, __MODULE__, :__remote_run__, [ref, name, input])
+    elapsed = fn -> System.convert_time_unit(System.monotonic_time() - started, :native, :microsecond) end
 
     try do
       receive do
         {:DOWN, ^monitor, :process, ^pid, {^ref, result}} ->
-          Router.observe(name, member.pid, System.convert_time_unit(System.monotonic_time() - started, :native, :microsecond))
+          Router.observe(name, member.pid, elapsed.())
           result
 
-        {:DOWN, ^monitor, :process, ^pid, reason} -> {:lost, reason}
+        {:DOWN, ^monitor, :process, ^pid, reason} ->
+          {:lost, reason}
       after
         timeout ->
           Process.demonitor(monitor, [:flush])
-          Process.exit(pid, :kill)
+          Router.observe(name, member.pid, elapsed.())
           {:lost, :timeout}
       end
     after
-      Router.in_flight(name, member.pid, -1)
+      Router.finish(request)
     end
   end
 

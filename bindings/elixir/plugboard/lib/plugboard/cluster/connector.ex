@@ -52,19 +52,32 @@ defmodule Plugboard.Cluster.Connector do
     if Node.alive?() do
       :ok = :net_kernel.monitor_nodes(true, [{:node_type, :visible}, :nodedown_reason])
       send(self(), :connect)
-      {:ok, %{peers: peers, interval: Keyword.fetch!(opts, :reconnect_ms)}}
+      {:ok, %{peers: peers, interval: Keyword.fetch!(opts, :reconnect_ms), trying: %{}}}
     else
       Logger.warning("plugboard: cluster peers #{inspect(peers)} configured, but this node is not distributed (start it with a name: RELEASE_DISTRIBUTION / RELEASE_NODE)")
       :ignore
     end
   end
 
+  # Each connection attempt runs in a process of its own (Node.connect/1 can take net_setuptime, 7 s,
+  # for a host that does not answer): the connector stays responsive, and a peer already being
+  # tried is not tried again until that attempt ends.
   @impl true
   def handle_info(:connect, state) do
-    missing = state.peers -- Node.list()
-    for peer <- missing, do: Node.connect(peer)
+    connected = Node.list()
+
+    trying =
+      for peer <- state.peers, peer not in connected, not Map.has_key?(state.trying, peer), into: state.trying do
+        {_pid, ref} = spawn_monitor(Node, :connect, [peer])
+        {peer, ref}
+      end
+
     Process.send_after(self(), :connect, state.interval)
-    {:noreply, state}
+    {:noreply, %{state | trying: trying}}
+  end
+
+  def handle_info({:DOWN, ref, :process, _, _}, state) do
+    {:noreply, %{state | trying: Map.reject(state.trying, fn {_, r} -> r == ref end)}}
   end
 
   def handle_info({:nodeup, node, _info}, state) do
@@ -76,6 +89,8 @@ defmodule Plugboard.Cluster.Connector do
     Logger.warning("plugboard: cluster: #{node} disconnected (#{inspect(info[:nodedown_reason])})")
     {:noreply, state}
   end
+
+  def handle_info(_other, state), do: {:noreply, state}
 
   @impl true
   def handle_call(:status, _from, state),

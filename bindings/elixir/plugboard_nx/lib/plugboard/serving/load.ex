@@ -30,7 +30,7 @@ defmodule Plugboard.Serving.Load do
         if i == at, do: spawn(action)
         input
       end)
-      |> Task.async_stream(&timed(call, &1), max_concurrency: concurrency, ordered: true, timeout: timeout)
+      |> Task.async_stream(&timed(call, &1), max_concurrency: concurrency, ordered: true, timeout: timeout, on_timeout: :kill_task)
       |> Enum.map(fn
         {:ok, result} -> result
         {:exit, reason} -> {:error, {:exit, reason}, timeout * 1000}

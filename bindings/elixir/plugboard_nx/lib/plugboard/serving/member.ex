@@ -5,11 +5,13 @@ defmodule Plugboard.Serving.Member do
   (`%{name, node, target, platform, devices, device_kind, weight, idempotent, load}`) and publishes
   the node's load — requests taken and not yet answered — to every node's router
   (`Plugboard.Serving.Router`) when it changes, at most once every `publish_ms` (default 5 ms): one
-  small message per router per change, nothing when idle.
+  small message per router per change, and once a second when nothing changes.
   """
   use GenServer
 
   @routers Plugboard.Serving.Router.group()
+  # Unchanged load is published again every this many ticks (200 × 5 ms: once a second).
+  @republish_ticks 200
 
   @doc false
   def start_link(opts), do: GenServer.start_link(__MODULE__, opts)
@@ -29,7 +31,8 @@ defmodule Plugboard.Serving.Member do
     :ok = :pg.join(Plugboard.Cluster.scope(), {:serving, name}, self())
     Process.flag(:trap_exit, true)
     send(self(), :publish)
-    {:ok, %{name: name, info: info, counter: counter, published: nil, interval: Keyword.get(opts, :publish_ms, 5)}}
+    interval = Keyword.get(opts, :publish_ms, 5)
+    {:ok, %{name: name, info: info, counter: counter, published: nil, interval: interval, ticks: 0}}
   end
 
   @impl true
@@ -38,11 +41,12 @@ defmodule Plugboard.Serving.Member do
   @impl true
   def handle_info(:publish, state) do
     load = load(state)
+    ticks = state.ticks + 1
 
-    # A router that joined since the last change hears the load at the next change; routers also ask
-    # for :info when they first see a member, which carries the load.
+    # On a change, and every @republish_ticks ticks anyway: a router that joined late, or whose copy
+    # raced its first :info, is never left with an old value on an idle node.
     state =
-      if load != state.published do
+      if load != state.published or rem(ticks, @republish_ticks) == 0 do
         message = {:plugboard_serving_load, state.name, node(), self(), load}
         for router <- :pg.get_members(Plugboard.Cluster.scope(), @routers), do: send(router, message)
         %{state | published: load}
@@ -51,7 +55,7 @@ defmodule Plugboard.Serving.Member do
       end
 
     Process.send_after(self(), :publish, state.interval)
-    {:noreply, state}
+    {:noreply, %{state | ticks: ticks}}
   end
 
   def handle_info(_other, state), do: {:noreply, state}

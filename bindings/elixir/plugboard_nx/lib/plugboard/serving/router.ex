@@ -47,14 +47,30 @@ defmodule Plugboard.Serving.Router do
   def pick(members, :load), do: least_loaded(members)
 
   @doc false
-  # Counts a request sent to `pid` (+1) or answered (-1).
-  def in_flight(name, pid, 1), do: :ets.update_counter(@table, {:in_flight, name, pid}, 1, {{:in_flight, name, pid}, 0})
+  # A request of this process sent to member `pid`: counted until finish/1, or until the sweep finds
+  # this process dead (a caller killed mid-request runs no `after`). Returns the request's key.
+  def begin(name, pid) do
+    key = {:request, make_ref()}
+    :ets.insert(@table, {key, name, pid, self()})
+    :ets.update_counter(@table, {:in_flight, name, pid}, 1, {{:in_flight, name, pid}, 0})
+    key
+  end
 
-  # The member may have gone (its entry deleted): nothing to count down then.
-  def in_flight(name, pid, -1) do
+  @doc false
+  # The request answered or given up: uncounted once, by whoever takes its row first (finish or sweep).
+  def finish(key) do
+    case :ets.take(@table, key) do
+      [{_, name, pid, _caller}] -> uncount(name, pid)
+      [] -> :ok
+    end
+  end
+
+  defp uncount(name, pid) do
     :ets.update_counter(@table, {:in_flight, name, pid}, -1)
+    :ok
   rescue
-    ArgumentError -> 0
+    # The member went (its rows deleted): nothing to count down.
+    ArgumentError -> :ok
   end
 
   defp known(name, pid) do
@@ -64,10 +80,11 @@ defmodule Plugboard.Serving.Router do
     end
   end
 
+  # The row goes in before the router watches the member: a :DOWN always finds it to delete.
   defp learn(name, pid) do
     info = GenServer.call(pid, :info, 1_000)
-    GenServer.cast(__MODULE__, {:watch, pid})
     :ets.insert(@table, {{:member, name, pid}, info, info.load})
+    GenServer.cast(__MODULE__, {:watch, pid})
     member(name, pid, info, info.load)
   catch
     :exit, _ -> nil
@@ -101,7 +118,9 @@ defmodule Plugboard.Serving.Router do
       old -> old + (us - old) / 5
     end
 
-    :ets.insert(@table, {{:rtt, name, pid}, smoothed})
+    # Only for a member still known (a late answer from one that went would leave a row behind).
+    if :ets.member(@table, {:member, name, pid}), do: :ets.insert(@table, {{:rtt, name, pid}, smoothed})
+    :ok
   end
 
   defp least_loaded(members) do
@@ -120,10 +139,13 @@ defmodule Plugboard.Serving.Router do
     end)
   end
 
+  @sweep_ms 1_000
+
   @impl true
   def init(_) do
     :ets.new(@table, [:named_table, :public, :set, read_concurrency: true, write_concurrency: true])
     :ok = :pg.join(Plugboard.Cluster.scope(), @group, self())
+    Process.send_after(self(), :sweep, @sweep_ms)
     {:ok, %{watched: MapSet.new()}}
   end
 
@@ -142,9 +164,33 @@ defmodule Plugboard.Serving.Router do
   end
 
   def handle_info({:DOWN, _, :process, pid, _}, state) do
+    forget(pid)
+    {:noreply, %{state | watched: MapSet.delete(state.watched, pid)}}
+  end
+
+  # Every second: requests whose caller died uncounted; rows of members no longer known removed
+  # (a write that raced the member's :DOWN). Nothing stays in the table for a member that went.
+  def handle_info(:sweep, state) do
+    for {key, _name, _pid, caller} <- :ets.match_object(@table, {{:request, :_}, :_, :_, :_}),
+        not Process.alive?(caller),
+        do: finish(key)
+
+    known = MapSet.new(:ets.select(@table, [{{{:member, :_, :"$1"}, :_, :_}, [], [:"$1"]}]))
+
+    for kind <- [:in_flight, :rtt],
+        pid <- :ets.select(@table, [{{{kind, :_, :"$1"}, :_}, [], [:"$1"]}]),
+        not MapSet.member?(known, pid),
+        do: forget(pid)
+
+    Process.send_after(self(), :sweep, @sweep_ms)
+    {:noreply, state}
+  end
+
+  def handle_info(_other, state), do: {:noreply, state}
+
+  defp forget(pid) do
     :ets.match_delete(@table, {{:member, :_, pid}, :_, :_})
     :ets.match_delete(@table, {{:in_flight, :_, pid}, :_})
     :ets.match_delete(@table, {{:rtt, :_, pid}, :_})
-    {:noreply, %{state | watched: MapSet.delete(state.watched, pid)}}
   end
 end
