@@ -75,6 +75,7 @@ TEST(InMemoryKeyValueStore, GetOfAMissingKeyWaitsItsTimeoutThenDeadlineExceeded)
   EXPECT_EQ(v.error().code(), Code::kDeadlineExceeded);
   EXPECT_NE(v.error().message().find("'never'"), std::string::npos);
   EXPECT_NE(v.error().message().find("200 ms"), std::string::npos) << v.error().message();
+  std::cout << "[ kv ] a 200 ms get of a missing key returned after " << waited << " ms\n";
   EXPECT_GE(waited, 200);
   EXPECT_LT(waited, 1200) << "a 200 ms get took " << waited << " ms";  // bound: a loaded 2-core machine
 }
@@ -224,6 +225,7 @@ TEST(KvCallbacks, GetHonoursTimeoutInMsAndAnswersDeadlineExceededThroughCallback
   EXPECT_NE(error->message.find("'missing'"), std::string::npos) << error->message;
   EXPECT_EQ(get.value, nullptr);  // nothing handed out with an error
   delete error;
+  std::cout << "[ kv ] kv_get with timeout_in_ms=150 answered DEADLINE_EXCEEDED after " << waited << " ms\n";
   EXPECT_GE(waited, 150);
   EXPECT_LT(waited, 1150) << "a 150 ms kv_get took " << waited << " ms";
 }

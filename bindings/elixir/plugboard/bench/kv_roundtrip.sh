@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The multi-host key-value store's cost per call across two nodes (bench/kv_roundtrip.exs).
+#
+#   bindings/elixir/plugboard/bench/kv_roundtrip.sh [BUILD_DIR] [CALLS]      (after scripts/setup.sh)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../../.." && pwd)
+build=$(cd "${1:-$root/build}" && pwd)
+cmake --install "$build" --prefix "$build/elixir-prefix" --strip >/dev/null
+export PLUGBOARD_PREFIX="$build/elixir-prefix" MIX_ENV=prod
+cd "$root/bindings/elixir/plugboard"
+mix compile >/dev/null
+mix run --no-start bench/kv_roundtrip.exs "${2:-2000}"
