@@ -5,8 +5,9 @@
 # callback tests that run one program from two threads with two receivers (on the real CPU plugins,
 # which are not instrumented: TSan sees plugboard's side of every race, not the plugin's), concurrent
 # fetches and bundle assemblies, the multi-host key-value store (many getters waiting on one put,
-# concurrent puts, a kv_get callback woken from another thread), plugin loads racing a hanging PJRT_Plugin_Initialize, and the CLI's
-# callback commands (their watcher thread, time limits and signal clean-up).
+# concurrent puts, a kv_get callback woken from another thread), plugin loads racing a hanging
+# PJRT_Plugin_Initialize, and the CLI's callback commands (their watcher thread, time limits and
+# signal clean-up).
 #
 #   scripts/tsan.sh [BUILD_DIR]     (default build-tsan/)
 set -euo pipefail
