@@ -174,7 +174,7 @@ defmodule Plugboard do
   end
 
   defp kv_resource(nil), do: {:ok, nil}
-  defp kv_resource(%Plugboard.KeyValueStore{} = kv), do: {:ok, Plugboard.KeyValueStore.resource(kv)}
+  defp kv_resource(%Plugboard.KeyValueStore{} = kv), do: Plugboard.KeyValueStore.resource(kv)
   defp kv_resource(other), do: Options.invalid("open: kv_store must be a %Plugboard.KeyValueStore{}, got #{inspect(other, limit: 3)}")
 
   @doc "The client's addressable devices, with memory figures where the plugin reports them."

@@ -156,8 +156,12 @@ defmodule Plugboard.KeyValueStoreTest do
 
   test "a store whose handler exited fails its native calls unavailable at once", %{cluster: c} do
     {:ok, kv} = KeyValueStore.open("job", cluster: c)
-    resource = KeyValueStore.resource(kv)
+    {:ok, resource} = KeyValueStore.resource(kv)
     :ok = KeyValueStore.close(kv)
+    # Through the handle, the gone handler is an error value too, and opening a client with it.
+    assert {:error, %Error{code: :unavailable}} = KeyValueStore.native_try_get(kv, "k")
+    assert {:error, %Error{code: :unavailable}} = KeyValueStore.resource(kv)
+    assert {:error, %Error{code: :unavailable}} = Plugboard.open(Plugboard.TestSupport.first_plugin(), [], kv_store: kv)
     ref = make_ref()
     start = System.monotonic_time(:millisecond)
     :ok = Native.kv_call(resource, :get, "k", 30_000, ref)

@@ -95,22 +95,22 @@ defmodule Plugboard.KeyValueStore do
   @doc "Puts `value` under `key` in the store's namespace, from Elixir (not through the native store)."
   @spec put(store(), String.t(), binary()) :: :ok | {:error, Error.t()}
   def put(store, key, value) when is_binary(key) and is_binary(value) do
-    {namespace, cluster} = where(store)
-    Server.request(cluster, {:put, namespace, key, value}, 10_000)
+    with {:ok, {namespace, cluster}} <- where(store),
+         do: Server.request(cluster, {:put, namespace, key, value}, 10_000)
   end
 
   @doc "The value under `key`, waiting up to `timeout` ms for a put, from Elixir."
   @spec get(store(), String.t(), non_neg_integer()) :: {:ok, binary()} | {:error, Error.t()}
   def get(store, key, timeout) when is_binary(key) and is_integer(timeout) and timeout >= 0 do
-    {namespace, cluster} = where(store)
-    Server.request(cluster, {:get, namespace, key, timeout}, timeout)
+    with {:ok, {namespace, cluster}} <- where(store),
+         do: Server.request(cluster, {:get, namespace, key, timeout}, timeout)
   end
 
   @doc "The value under `key` now, or `:not_found`, from Elixir."
   @spec try_get(store(), String.t()) :: {:ok, binary()} | {:error, Error.t()}
   def try_get(store, key) when is_binary(key) do
-    {namespace, cluster} = where(store)
-    Server.request(cluster, {:try_get, namespace, key}, 10_000)
+    with {:ok, {namespace, cluster}} <- where(store),
+         do: Server.request(cluster, {:try_get, namespace, key}, 10_000)
   end
 
   @doc """
@@ -132,20 +132,27 @@ defmodule Plugboard.KeyValueStore do
   @doc false
   # The native store (a NIF resource) behind a handle, for Plugboard.open/3: resources do not cross
   # nodes, so it is always asked of the handler on this node.
-  def resource(store), do: GenServer.call(handler(store), :resource)
+  def resource(store), do: ask_handler(store, :resource)
 
   defp native(store, op, key, arg) do
     ref = make_ref()
 
-    with :ok <- Native.kv_call(resource(store), op, key, arg, ref) do
+    with {:ok, resource} <- resource(store),
+         :ok <- Native.kv_call(resource, op, key, arg, ref) do
       receive do
         {^ref, result} -> result
       end
     end
   end
 
-  defp where(%__MODULE__{namespace: ns, cluster: cluster}), do: {ns, cluster}
-  defp where(store), do: GenServer.call(handler(store), :where)
+  defp where(%__MODULE__{namespace: ns, cluster: cluster}), do: {:ok, {ns, cluster}}
+  defp where(store), do: ask_handler(store, :where)
+
+  defp ask_handler(store, question) do
+    {:ok, GenServer.call(handler(store), question)}
+  catch
+    :exit, _ -> {:error, Error.new(:unavailable, "key-value store: the handler of #{inspect(store)} is gone")}
+  end
 
   defp handler(%__MODULE__{handler: pid}), do: pid
   defp handler(name_or_pid) when is_atom(name_or_pid) or is_pid(name_or_pid), do: name_or_pid
