@@ -193,6 +193,11 @@ defmodule Plugboard.KeyValueStoreTest do
     assert m1 =~ "namespace"
     assert {:error, %Error{code: :invalid_argument, message: m2}} = KeyValueStore.open("job", bogus: 1)
     assert m2 =~ "bogus"
+    {:ok, kv} = KeyValueStore.open("job")
+    assert {:error, %Error{code: :invalid_argument, message: m3}} = KeyValueStore.native_get(kv, :key, 10)
+    assert m3 =~ "native_get" and m3 =~ "key: :key"
+    assert {:error, %Error{code: :invalid_argument}} = KeyValueStore.get(kv, "k", -1)
+    assert {:error, %Error{code: :invalid_argument}} = KeyValueStore.native_put(kv, "k", 1)
   end
 
   describe "a client opened with a store" do

@@ -99,6 +99,8 @@ defmodule Plugboard.KeyValueStore do
          do: Server.request(cluster, {:put, namespace, key, value}, 10_000)
   end
 
+  def put(_store, key, value), do: bad_args("put", key: key, value: value)
+
   @doc "The value under `key`, waiting up to `timeout` ms for a put, from Elixir."
   @spec get(store(), String.t(), non_neg_integer()) :: {:ok, binary()} | {:error, Error.t()}
   def get(store, key, timeout) when is_binary(key) and is_integer(timeout) and timeout >= 0 do
@@ -106,12 +108,16 @@ defmodule Plugboard.KeyValueStore do
          do: Server.request(cluster, {:get, namespace, key, timeout}, timeout)
   end
 
+  def get(_store, key, timeout), do: bad_args("get", key: key, timeout: timeout)
+
   @doc "The value under `key` now, or `:not_found`, from Elixir."
   @spec try_get(store(), String.t()) :: {:ok, binary()} | {:error, Error.t()}
   def try_get(store, key) when is_binary(key) do
     with {:ok, {namespace, cluster}} <- where(store),
          do: Server.request(cluster, {:try_get, namespace, key}, 10_000)
   end
+
+  def try_get(_store, key), do: bad_args("try_get", key: key)
 
   @doc """
   `get` through the native `KeyValueStore` object a client's plugin calls (on a plugboard thread,
@@ -121,13 +127,19 @@ defmodule Plugboard.KeyValueStore do
   def native_get(store, key, timeout) when is_binary(key) and is_integer(timeout) and timeout >= 0,
     do: native(store, :get, key, timeout)
 
+  def native_get(_store, key, timeout), do: bad_args("native_get", key: key, timeout: timeout)
+
   @doc "`try_get` through the native store (what `kv_try_get` does)."
   @spec native_try_get(store(), binary()) :: {:ok, binary()} | {:error, Error.t()}
   def native_try_get(store, key) when is_binary(key), do: native(store, :try_get, key, nil)
 
+  def native_try_get(_store, key), do: bad_args("native_try_get", key: key)
+
   @doc "`put` through the native store (what `kv_put` does)."
   @spec native_put(store(), binary(), binary()) :: :ok | {:error, Error.t()}
   def native_put(store, key, value) when is_binary(key) and is_binary(value), do: native(store, :put, key, value)
+
+  def native_put(_store, key, value), do: bad_args("native_put", key: key, value: value)
 
   @doc false
   # The native store (a NIF resource) behind a handle, for Plugboard.open/3: resources do not cross
@@ -156,6 +168,13 @@ defmodule Plugboard.KeyValueStore do
 
   defp handler(%__MODULE__{handler: pid}), do: pid
   defp handler(name_or_pid) when is_atom(name_or_pid) or is_pid(name_or_pid), do: name_or_pid
+
+  defp bad_args(function, args) do
+    Options.invalid(
+      "KeyValueStore.#{function}: keys and values are binaries and a timeout an integer number of ms >= 0, got " <>
+        Enum.map_join(args, ", ", fn {k, v} -> "#{k}: #{inspect(v, limit: 5)}" end)
+    )
+  end
 
   defp check_namespace(ns) when is_binary(ns) and ns != "", do: :ok
   defp check_namespace(ns), do: Options.invalid("KeyValueStore.open: the namespace must be a non-empty string, got #{inspect(ns)}")
