@@ -13,7 +13,8 @@
 #   - a compute node whose explicit target is missing does not boot (non-zero exit) and never joins.
 # With --figures it also measures (no checks on time): one compute node against two, the serving
 # called locally on a compute node, Nx.Serving.batched_run/2 itself, and a slower node (a delay per
-# batch on compute1) routed by weight against by load: p50/p99, batch fill.
+# batch on compute1) routed by weight against by load, closed-loop (32 outstanding) and open-loop (RATE
+# requests per second, default 2000): p50/p99, batch fill.
 #
 #   elixir_cluster_test.sh [--figures] WORKDIR   (env: PLUGBOARD_PREFIX, PLUGBOARD_DEPS_DIR,
 #                                                  PLUGBOARD_HEX_MIRROR; MIX_BUILD_ROOT to reuse a build)
@@ -159,10 +160,13 @@ if [ $figures -eq 1 ]; then
   local_run=$(load "2000, concurrency: 32, via: {:local, :\"$c1\"}"); echo "FIGURE the serving called on compute1 itself: $local_run"
   nx_run=$(load "2000, concurrency: 32, via: :nx_serving"); echo "FIGURE Nx.Serving.batched_run/2 from web: $nx_run"
   two=$(load "2000, concurrency: 32"); echo "FIGURE two compute nodes (routing by load): $two"
-  # compute1 made slower (every batch 20 ms longer), restarted; weight against load.
+  # compute1 made slower (every batch SLOW_MS, default 80 ms, longer), restarted; weight against load.
   kill -9 "${pids[$c1]}"; wait "${pids[$c1]}" 2> /dev/null; wait_members 1
-  start_node "$c1" compute PLUGBOARD_TARGET=cpu COMPUTE_SERVING_DELAY_MS=${SLOW_MS:-20} "$(compute_env)"; wait_members 2; load "400" > /dev/null
+  start_node "$c1" compute PLUGBOARD_TARGET=cpu COMPUTE_SERVING_DELAY_MS=${SLOW_MS:-80} "$(compute_env)"; wait_members 2; load "400" > /dev/null
   for r in weighted load weighted load; do echo "FIGURE slow compute1, routing $r: $(load "2000, concurrency: 32, routing: :$r")"; done
+  # Open loop: requests arrive at a fixed rate whatever the answers (as users' do); by weight the slow
+  # node gets more than it can do and queues, by load it does not.
+  for r in weighted load; do echo "FIGURE slow compute1, ${RATE:-2000} requests/s open-loop, routing $r: $(load "3000, rate: ${RATE:-2000}, routing: :$r")"; done
   awk -v a="$(field "$two" rps)" -v l="$(field "$local_run" rps)" -v o="$(field "${one:-}" rps)" -v n="$(field "$nx_run" rps)" \
     'BEGIN { printf "FIGURE ratios: cluster rps / local rps = %.2f; 2 nodes / 1 node = %.2f; Plugboard.Serving / Nx.Serving rps = %.2f\n", a / l, a / o, a / n }'
 fi

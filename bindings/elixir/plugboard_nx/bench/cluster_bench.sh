@@ -4,7 +4,7 @@
 # compute1 on cpu = 0.81 with 4 devices, compute2 on cpu115 = 0.115 with 2 devices), 2000 requests
 # at concurrency 32 per line: one compute node against two, the serving called on a compute node
 # itself (no distribution), Nx.Serving.batched_run/2 from web, Plugboard.Serving.run/3 by weight and
-# by load with compute1 made slower (SLOW_MS per batch, default 20), with and without a node killed.
+# by load with compute1 made slower (SLOW_MS per batch, default 80), closed-loop and open-loop (RATE per second, default 2000), with and without a node killed.
 # Prints each run's rps, p50/p99, batch fill, and the ratios; no check on time. ~2 min.
 #
 #   bindings/elixir/plugboard_nx/bench/cluster_bench.sh [WORKDIR]    (default build/cluster-bench)

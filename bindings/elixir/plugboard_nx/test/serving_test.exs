@@ -129,6 +129,30 @@ defmodule Plugboard.ServingTest do
     assert eventually(fn -> hd(Router.members(name)).load == 0 end, 5_000)
   end
 
+  test "the load driver: closed loop keeps `concurrency` outstanding, open loop sends at `rate`" do
+    gauge = :counters.new(2, [:atomics])
+
+    call = fn x ->
+      :counters.add(gauge, 1, 1)
+      :counters.put(gauge, 2, max(:counters.get(gauge, 2), :counters.get(gauge, 1)))
+      Process.sleep(10)
+      :counters.sub(gauge, 1, 1)
+      {:ok, x * 2}
+    end
+
+    closed = Plugboard.Serving.Load.run(call, Enum.to_list(1..40), concurrency: 4)
+    assert closed.ok == 40 and Enum.map(closed.results, &elem(&1, 1)) == Enum.map(1..40, &(&1 * 2))
+    assert :counters.get(gauge, 2) == 4
+    # 40 requests of 10 ms, 4 at a time: at least 100 ms.
+    assert closed.wall_ms >= 100
+
+    # 20 requests at 200 per second: the last one sent at 95 ms, whatever the answers.
+    open = Plugboard.Serving.Load.run(fn x -> {:ok, x} end, Enum.to_list(1..20), rate: 200, at: {10, fn -> send(self(), :never) end})
+    assert open.ok == 20 and open.wall_ms >= 95
+    assert {:error, :nope, _} = hd(Plugboard.Serving.Load.run(fn _ -> :nope end, [1]).results)
+    assert Plugboard.Serving.Load.percentile(Enum.to_list(1..100), 0.99) == 99
+  end
+
   defp eventually(fun, ms \\ 3_000) do
     deadline = System.monotonic_time(:millisecond) + ms
     Stream.repeatedly(fn -> fun.() || (Process.sleep(20) && false) end)

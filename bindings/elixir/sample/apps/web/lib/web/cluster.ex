@@ -34,7 +34,8 @@ if Code.ensure_loaded?(Plugboard.Serving) do
     end
 
     @doc """
-    Sends `n` requests (`concurrency:` at a time, default 32) and returns one line of figures, after
+    Sends `n` requests (`concurrency:` at a time, default 32, or `rate:` per second open-loop) and
+    returns one line of figures, after
     checking every answer. `via:` `:plugboard` (default, `routing:` `:load` or `:weighted`),
     `:nx_serving` (`Nx.Serving.batched_run/2`), or `{:local, node}` (the same requests sent by that
     compute node to its own serving). `at: {i, action}` acts when request i is sent: `{:kill, node}`
@@ -63,7 +64,8 @@ if Code.ensure_loaded?(Plugboard.Serving) do
         case Keyword.get(opts, :via, :plugboard) do
           :plugboard ->
             routing = Keyword.get(opts, :routing, :load)
-            Plugboard.Serving.Load.run(&Plugboard.Serving.run(@serving, &1, info: true, routing: routing), inputs, concurrency: concurrency, at: at)
+            Plugboard.Serving.Load.run(&Plugboard.Serving.run(@serving, &1, info: true, routing: routing), inputs,
+                                       concurrency: concurrency, at: at, rate: opts[:rate])
 
           :nx_serving ->
             Plugboard.Serving.Load.run(&Nx.Serving.batched_run(@serving, &1), inputs, concurrency: concurrency, at: at)
