@@ -65,6 +65,7 @@ ErlNifFunc functions[] = {
     {"client_notify_when_dropped", 3, nif_client_notify_when_dropped, 0},
     {"client_declare_lapack", 1, nif_client_declare_lapack, ERL_NIF_DIRTY_JOB_IO_BOUND},
     {"resource_counts", 0, nif_resource_counts, 0},
+    {"await_teardowns", 1, nif_await_teardowns, ERL_NIF_DIRTY_JOB_IO_BOUND},
     {"compile", 6, nif_compile, 0},
     {"buffer_from_binary", 6, nif_buffer_from_binary, 0},
     {"buffer_to_binary", 3, nif_buffer_to_binary, 0},

@@ -39,6 +39,7 @@ PB_NIF(nif_client_id);
 PB_NIF(nif_client_notify_when_dropped);
 PB_NIF(nif_client_declare_lapack);
 PB_NIF(nif_resource_counts);
+PB_NIF(nif_await_teardowns);
 // nif_compile.cpp
 PB_NIF(nif_compile);
 // nif_buffers.cpp

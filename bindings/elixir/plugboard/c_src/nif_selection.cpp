@@ -202,6 +202,15 @@ PB_NIF(nif_client_declare_lapack) {
   });
 }
 
+// :ok once the teardowns handed to the NIF's threads have finished, :timeout after `ms` milliseconds
+// (Plugboard.Application.stop/1: none may still run when the VM exits). Dirty I/O: it waits.
+PB_NIF(nif_await_teardowns) {
+  (void)argc;
+  int64_t ms = 0;
+  if (!enif_get_int64(env, argv[0], &ms) || ms < 0) return enif_make_badarg(env);
+  return atom(env, await_teardowns(std::chrono::milliseconds(ms)) ? "ok" : "timeout");
+}
+
 // %{client: n, executable: n, buffer: n, call: n}: live native objects
 PB_NIF(nif_resource_counts) {
   (void)argc;

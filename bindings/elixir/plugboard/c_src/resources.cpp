@@ -1,6 +1,9 @@
 #include "resources.h"
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <type_traits>
 
 #include "callback_route.h"
@@ -69,13 +72,55 @@ ErlNifResourceType* resource_type<GateResource>() { return type_slot<GateResourc
 template <>
 ErlNifResourceType* resource_type<KeyValueResource>() { return type_slot<KeyValueResource>(); }
 
-// Runs `drop` on a launch-pool thread, or here when no thread can take it (no memory). Never throws:
-// it runs inside destructors and shared_ptr deleters.
+namespace {
+// The teardowns handed to the launch pool and not finished yet, so that the VM's stop can let them
+// finish before exit(): a plugin's objects destroyed while exit() tears down the plugin's own statics
+// crash it (the 0.106 plugin aborted in ~ExecutionEngine). Leaked: pool threads may use it during
+// static destruction.
+struct Teardowns {
+  std::mutex mutex;
+  std::condition_variable done;
+  int64_t in_flight = 0;
+};
+Teardowns& teardowns() {
+  static Teardowns* t = new Teardowns;
+  return *t;
+}
+void teardown_finished() noexcept {
+  Teardowns& t = teardowns();
+  {
+    std::lock_guard lock(t.mutex);
+    --t.in_flight;
+  }
+  t.done.notify_all();
+}
+}  // namespace
+
+bool await_teardowns(std::chrono::milliseconds limit) {
+  Teardowns& t = teardowns();
+  std::unique_lock lock(t.mutex);
+  return t.done.wait_for(lock, limit, [&] { return t.in_flight == 0; });
+}
+
+// Runs `drop` on a launch-pool thread, or here when no thread can take it (no memory); counted among
+// the teardowns until it has run. Never throws: it runs inside destructors and shared_ptr deleters.
 template <class Drop>
 void drop_off_scheduler(Drop drop) noexcept {
   try {
     auto task = std::make_shared<Drop>(std::move(drop));
-    if (launch_pool().post([task] { (*task)(); })) return;
+    {
+      std::lock_guard lock(teardowns().mutex);
+      ++teardowns().in_flight;
+    }
+    struct Finish {
+      ~Finish() { teardown_finished(); }
+    };
+    if (launch_pool().post([task] {
+          Finish finish;
+          (*task)();
+        }))
+      return;
+    Finish finish;
     (*task)();
   } catch (...) {
     drop();  // what make_shared could not take is still here

@@ -5,6 +5,7 @@
 
 #include <erl_nif.h>
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <atomic>
@@ -29,6 +30,9 @@ std::shared_ptr<const api::Client> guard_client(std::shared_ptr<const api::Clien
 // Drops a reference to a buffer; the last one of a large buffer is dropped on a launch-pool thread
 // (releasing many pages can take milliseconds).
 void dispose(std::shared_ptr<api::Buffer> buffer) noexcept;
+// Waits up to `limit` for the teardowns handed to the launch pool (clients, executables, large
+// buffers) to finish; false if some are still running then.
+bool await_teardowns(std::chrono::milliseconds limit);
 
 // A client; close/1 lets go of it early (executables and buffers keep their own reference, not this
 // resource). `id` is never given to another client of this VM (client_id/1): a cache can key on it

@@ -68,9 +68,22 @@ defmodule Plugboard.Application do
   defp start_connector(_sup, nil), do: {:ok, nil}
   defp start_connector(sup, child), do: Supervisor.start_child(sup, child)
 
+  # The VM exits soon after the last application stops: clients, executables and buffers that the
+  # stopped applications dropped are still being torn down on the NIF's threads, and a plugin whose
+  # objects are destroyed while exit() tears down its own statics can crash (the 0.106 plugin aborted
+  # in ~ExecutionEngine at 2 of 24 stops). :plugboard stops after every application that uses it, so
+  # waiting here for those teardowns (5 s at most) lets them finish first.
+  @teardown_wait_ms 5_000
+
   @impl true
   def stop(_state) do
     :persistent_term.erase({Plugboard, :boot})
+
+    case Plugboard.Native.await_teardowns(@teardown_wait_ms) do
+      :ok -> :ok
+      :timeout -> Logger.warning("plugboard: native objects still being torn down after #{@teardown_wait_ms} ms at stop")
+    end
+
     :ok
   end
 

@@ -14,6 +14,7 @@ defmodule Plugboard.Native do
   def discover(_settings), do: :erlang.nif_error(:not_loaded)
   def boot(_settings), do: :erlang.nif_error(:not_loaded)
   def open(_plugin, _create_options), do: :erlang.nif_error(:not_loaded)
+  def await_teardowns(_ms), do: :erlang.nif_error(:not_loaded)
   def client_info(_client), do: :erlang.nif_error(:not_loaded)
   def client_close(_client), do: :erlang.nif_error(:not_loaded)
   def client_id(_client), do: :erlang.nif_error(:not_loaded)
