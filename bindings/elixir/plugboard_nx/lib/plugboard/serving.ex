@@ -142,11 +142,9 @@ defmodule Plugboard.Serving do
   defp node_info(client, devices, opts) do
     kind = devices |> List.first(%{}) |> Map.get(:kind)
 
-    target =
-      case {Plugboard.client(), Plugboard.report()} do
-        {{:ok, ^client}, %{chosen: chosen}} -> chosen
-        _ -> Path.basename(client.plugin)
-      end
+    # The booted target's name; for a client from Plugboard.open/2 (its target is the plugin's path),
+    # the plugin file's name.
+    target = Path.basename(client.target)
 
     weight =
       case opts[:weight] do
