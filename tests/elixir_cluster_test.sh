@@ -37,7 +37,8 @@ field() { sed -n "s/.*\b$2=\([^ ]*\).*/\1/p" <<< "$1" | head -n 1; }   # field L
 
 mkdir -p "$work" && work=$(cd "$work" && pwd)
 rm -rf "$work/nodes" && mkdir -p "$work/nodes"
-export MIX_ENV=prod MIX_BUILD_ROOT=${MIX_BUILD_ROOT:-$work/_build} XDG_CACHE_HOME=${XDG_CACHE_HOME:-$work/cache}
+# Absolute: mix runs from the sample's folder.
+export MIX_ENV=prod MIX_BUILD_ROOT=$(realpath -m "${MIX_BUILD_ROOT:-$work/_build}") XDG_CACHE_HOME=$(realpath -m "${XDG_CACHE_HOME:-$work/cache}")
 export PLUGBOARD_WHEELS=$PLUGBOARD_DEPS_DIR/wheels ERL_CRASH_DUMP_SECONDS=0
 unset PLUGBOARD_TARGET PLUGBOARD_TARGETS PLUGBOARD_PLUGIN_PATH PJRT_NAMES_AND_LIBRARY_PATHS COMPUTE_DEMO
 if compgen -G "/dev/nvidia[0-9]*" > /dev/null || [ -e /dev/kfd ]; then
