@@ -176,19 +176,35 @@ PJRT_KeyValueGetCallback_Args get_args(KeyValueStore* store, std::string_view ke
   return args;
 }
 
+// The same for kv_try_get and kv_put (`key` and `value` must outlive the args).
+PJRT_KeyValueTryGetCallback_Args try_get_args(KeyValueStore* store, std::string_view key) {
+  PJRT_KeyValueTryGetCallback_Args args{};
+  args.struct_size = PJRT_KeyValueTryGetCallback_Args_STRUCT_SIZE;
+  args.key = key.data();
+  args.key_size = key.size();
+  args.callback_error = &plugin_error_maker;
+  args.user_arg = store;
+  return args;
+}
+
+PJRT_KeyValuePutCallback_Args put_args(KeyValueStore* store, std::string_view key, std::string_view value) {
+  PJRT_KeyValuePutCallback_Args args{};
+  args.struct_size = PJRT_KeyValuePutCallback_Args_STRUCT_SIZE;
+  args.key = key.data();
+  args.key_size = key.size();
+  args.value = value.data();
+  args.value_size = value.size();
+  args.callback_error = &plugin_error_maker;
+  args.user_arg = store;
+  return args;
+}
+
 TEST(KvCallbacks, PutThenGetHandsOutACopyWithADeleterThatFreesIt) {
   InMemoryKeyValueStore store;
   const std::string key = "node:1/devices", value("x\0y", 3);
-  PJRT_KeyValuePutCallback_Args put{};
-  put.struct_size = PJRT_KeyValuePutCallback_Args_STRUCT_SIZE;
-  put.key = key.data();
-  put.key_size = key.size();
   {
     std::string transient = value;  // the value need only live for the call
-    put.value = transient.data();
-    put.value_size = transient.size();
-    put.callback_error = &plugin_error_maker;
-    put.user_arg = &store;
+    auto put = put_args(&store, key, transient);
     EXPECT_EQ(distributed::kv_put_callback(&put), nullptr);
   }
   auto stored = store.try_get(key);
@@ -202,12 +218,7 @@ TEST(KvCallbacks, PutThenGetHandsOutACopyWithADeleterThatFreesIt) {
   ASSERT_NE(get.value_deleter_callback, nullptr);
   get.value_deleter_callback(get.value);  // the plugin frees through it (ASan: no leak, no mismatch)
 
-  PJRT_KeyValueTryGetCallback_Args try_get{};
-  try_get.struct_size = PJRT_KeyValueTryGetCallback_Args_STRUCT_SIZE;
-  try_get.key = key.data();
-  try_get.key_size = key.size();
-  try_get.callback_error = &plugin_error_maker;
-  try_get.user_arg = &store;
+  auto try_get = try_get_args(&store, key);
   ASSERT_EQ(distributed::kv_try_get_callback(&try_get), nullptr);
   EXPECT_EQ(std::string(try_get.value, try_get.value_size), value);
   ASSERT_NE(try_get.value_deleter_callback, nullptr);
@@ -246,12 +257,7 @@ TEST(KvCallbacks, GetWaitsForAPutFromAnotherThread) {
 
 TEST(KvCallbacks, TryGetOfAMissingKeyIsNotFound) {
   InMemoryKeyValueStore store;
-  PJRT_KeyValueTryGetCallback_Args args{};
-  args.struct_size = PJRT_KeyValueTryGetCallback_Args_STRUCT_SIZE;
-  args.key = "nope";
-  args.key_size = 4;
-  args.callback_error = &plugin_error_maker;
-  args.user_arg = &store;
+  auto args = try_get_args(&store, "nope");
   PJRT_Error* error = distributed::kv_try_get_callback(&args);
   ASSERT_NE(error, nullptr);
   EXPECT_EQ(error->code, PJRT_Error_Code_NOT_FOUND);
@@ -286,12 +292,7 @@ TEST(KvCallbacks, AStoreErrorReachesThePluginWithItsCodeAndMessage) {
   EXPECT_EQ(error->code, PJRT_Error_Code_UNAVAILABLE);
   EXPECT_NE(error->message.find("leader gone"), std::string::npos);
   delete error;
-  PJRT_KeyValuePutCallback_Args put{};
-  put.struct_size = PJRT_KeyValuePutCallback_Args_STRUCT_SIZE;
-  put.key = "k";
-  put.key_size = 1;
-  put.callback_error = &plugin_error_maker;
-  put.user_arg = &store;
+  auto put = put_args(&store, "k", "v");
   error = distributed::kv_put_callback(&put);
   ASSERT_NE(error, nullptr);
   EXPECT_EQ(error->code, PJRT_Error_Code_UNAVAILABLE);
