@@ -51,14 +51,15 @@ defmodule Plugboard do
   @doc """
   The client the application booted (see `Plugboard.Application` for how the target is chosen).
   `{:error, %Error{code: :not_found}}` when no target was configured; `:unavailable` when the boot
-  did not start one.
+  did not start one; `:failed_precondition` when the NIF could not be loaded on this host (the
+  message names the missing libraries).
   """
   @spec client() :: result(Client.t())
   def client do
     case :persistent_term.get({__MODULE__, :boot}, nil) do
       %{client: %Client{} = client} -> {:ok, client}
       %{error: %Error{} = error} -> {:error, error}
-      nil -> {:error, Error.new(:not_found, "plugboard has not booted a target (configure :plugboard, :bundle or set PLUGBOARD_TARGET)")}
+      nil -> {:error, Native.load_error() || Error.new(:not_found, "plugboard has not booted a target (configure :plugboard, :bundle or set PLUGBOARD_TARGET)")}
     end
   end
 

@@ -30,6 +30,11 @@ defmodule Plugboard.Application do
   `bundle_required: false` (or `boot: false`, or `bundle:` elsewhere) to boot without it. A bundle
   that is there but unreadable fails the boot the same way.
 
+  **A native part that cannot load stops the start.** When the NIF cannot be loaded on this host
+  (a library it needs is missing: the native part was built for another machine), the application
+  does not start and the log says so in one line, naming every missing library and what to do;
+  `Plugboard.client/0` and the other calls return that error.
+
   When nothing names a target (no bundle, no configuration, no environment), plugboard starts without
   one and `Plugboard.client/0` says so. When a target was asked for and none starts, the application
   does not start: the report goes to the log and, in a release, the boot stops with a non-zero exit.
@@ -42,6 +47,17 @@ defmodule Plugboard.Application do
 
   @impl true
   def start(_type, _args) do
+    # A NIF that did not load (a library it needs is missing here) stops the start before anything
+    # else, with one line that names what is missing and what to do (Plugboard.Native.load_failure/2).
+    case Plugboard.Native.load_error() do
+      nil -> start_supervised()
+      %Plugboard.Error{message: message} ->
+        Logger.error("plugboard: " <> message)
+        {:error, {:plugboard_nif_not_loaded, message}}
+    end
+  end
+
+  defp start_supervised do
     # The cluster's :pg directory on every node. The connector (only when peers are configured)
     # starts after the boot: a node whose boot failed never joins the cluster.
     # Telemetry first: the summary attaches before the boot emits its event.
