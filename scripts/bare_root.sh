@@ -56,7 +56,7 @@ bare_root() {
   local suite=${1:?usage: bare_root SUITE}
   local dir tmp lock log made mirror t0 t1 rc
   dir=$(bare_root_dir "$suite")
-  if [ -x "$dir/bin/sh" ] && [ -e "$dir/lib64/ld-linux-x86-64.so.2" -o -e "$dir/lib/ld-linux-aarch64.so.1" ]; then
+  if [ -x "$dir/bin/sh" ] && { [ -e "$dir/lib64/ld-linux-x86-64.so.2" ] || [ -e "$dir/lib/ld-linux-aarch64.so.1" ]; }; then
     echo "$dir"; return 0
   fi
   [ "$(id -u)" -eq 0 ] || { echo "bare_root: making the $suite root needs root (debootstrap)" >&2; return 1; }
@@ -158,7 +158,7 @@ bare_run_inside() {
       [ -f "$stale/copied" ] && while read -r c; do rm -rf --one-file-system "${root:?}$c"; done < "$stale/copied"
       rm -rf --one-file-system "$stale"
     done
-    work= view=$root run=/opt/bare-run.$$
+    work='' view=$root run=/opt/bare-run.$$
   fi
   mounted=()
   cleanup() {
