@@ -78,7 +78,8 @@ if [ "${1:-}" = "--inside" ]; then
   if [ $rc -eq 0 ]; then
     has "$out/demo.log" "chosen: cpu (" "the boot chose cpu"
     for t in cuda13 rocm7; do
-      grep -qF "\"name\": \"$t\"" "$app/priv/bundle/plugboard.json" && has "$out/demo.log" "$t [" "the report names $t (and why not)"
+      grep -qF "\"name\": \"$t\"" "$app/priv/bundle/plugboard.json" || continue
+      if grep -qE "^  $t \[[a-z0-9]+\]  failed at probed" "$out/demo.log"; then pass "report: $t ruled out by its probe (no device here)"; else fail "report: $t not ruled out by its probe"; fi
     done
     has "$out/demo.log" "compute: running on target cpu (cpu, $rel/$app/priv/bundle/plugins/" "the demo runs on the embedded cpu plugin"
     x='print: plugboard.print x: f32[2,4] [1.0, 2.0, 3.0, 4.0, -1.0, -2.0, 0.5, 0.25]'
