@@ -54,7 +54,7 @@ bare_root_unmount_under() {
 # bare_root SUITE: prints the cached root of SUITE, making it first when it is not there.
 bare_root() {
   local suite=${1:?usage: bare_root SUITE}
-  local dir tmp lock log made mirror t0 t1 rc
+  local dir tmp lock log made mirror t0 t1 rc pid
   dir=$(bare_root_dir "$suite")
   if [ -x "$dir/bin/sh" ] && { [ -e "$dir/lib64/ld-linux-x86-64.so.2" ] || [ -e "$dir/lib/ld-linux-aarch64.so.1" ]; }; then
     echo "$dir"; return 0
@@ -76,7 +76,13 @@ bare_root() {
     fi
     echo "[bare_root] debootstrap --variant=minbase $suite $tmp $mirror (once; log: $log)" >&2
     t0=$(date +%s)
-    debootstrap --variant=minbase "$suite" "$tmp" "$mirror" > "$log" 2>&1; rc=$?
+    # Waited for in the background, so that a TERM or INT stops debootstrap too (it would go on
+    # holding the lock and writing into SUITE.tmp); the next run starts again.
+    debootstrap --variant=minbase "$suite" "$tmp" "$mirror" > "$log" 2>&1 9>&- &
+    pid=$!
+    trap 'kill -TERM $pid 2> /dev/null; wait $pid; bare_root_unmount_under "$tmp"; echo "bare_root: making the $suite root was interrupted" >&2; exit 1' TERM INT HUP
+    wait $pid; rc=$?
+    trap - TERM INT HUP
     t1=$(date +%s)
     bare_root_unmount_under "$tmp"
     if [ $rc -ne 0 ] || ! grep -q "Base system installed successfully" "$log"; then
