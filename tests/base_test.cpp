@@ -1,5 +1,6 @@
 // The base layer's defences against hostile input: regular files only, strict numbers, bounded
-// nesting, strict JSON, checked sizes, and Dims that stay consistent when moved from.
+// nesting, strict JSON, checked sizes, and Dims that stay consistent when moved from; SHA-256 on
+// FIPS 180-4's vectors.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "base/dims.h"
 #include "base/dtype.h"
@@ -121,6 +123,84 @@ TEST(RegularFile, IdentityChangesWhenAFileIsRewrittenInPlaceWithItsMtimeRestored
   EXPECT_EQ(before->mtime_ns, after->mtime_ns);
   EXPECT_NE(before->ctime_ns, after->ctime_ns);
   EXPECT_FALSE(*before == *after);
+}
+
+std::string hex_of(const std::string& text, Sha256::Engine engine = Sha256::Engine::kFastest) {
+  Sha256 hash(engine);
+  hash.update(std::as_bytes(std::span(text.data(), text.size())));
+  return hash.hex_digest();
+}
+
+constexpr Sha256::Engine kEngines[] = {Sha256::Engine::kFastest, Sha256::Engine::kPortable};
+
+// FIPS 180-4's examples (and NIST's long-message vectors), through both compression functions.
+TEST(Sha256, KnownVectors) {
+  struct Vector {
+    std::string message, digest;
+  };
+  const Vector vectors[] = {
+      {"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+      {"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+      {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",  // 448 bits: the padding takes a block of its own
+       "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+      {"abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu",
+       "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1"},
+      {std::string(1000000, 'a'), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"},
+  };
+  for (Sha256::Engine engine : kEngines)
+    for (const Vector& v : vectors) {
+      EXPECT_EQ(hex_of(v.message, engine), v.digest) << v.message.size() << " bytes, engine " << static_cast<int>(engine);
+      if (engine == Sha256::Engine::kFastest) {
+        EXPECT_EQ(sha256_hex(std::as_bytes(std::span(v.message.data(), v.message.size()))), v.digest);
+      }
+    }
+}
+
+// A multi-block message fed in pieces that straddle block boundaries (1, 63, 64, 65, ... bytes)
+// hashes as the whole does, and a digest taken midway does not end the hash.
+TEST(Sha256, StreamedInPiecesEqualsOneShot) {
+  std::string message(1000, '\0');
+  for (size_t i = 0; i < message.size(); ++i) message[i] = static_cast<char>(i * 7 % 251);
+  const std::string expected = "59425e4412e296fc74736673ce067027f384203f59c0d2c3e6be7b13347b3ffc";
+  const auto bytes = std::as_bytes(std::span(message.data(), message.size()));
+  for (Sha256::Engine engine : kEngines) {
+    EXPECT_EQ(hex_of(message, engine), expected);
+    for (const std::vector<size_t>& pieces : std::vector<std::vector<size_t>>{
+             {1, 63, 64, 65, 127, 128, 129, 3, 0, 55, 56, 57, 200}, {999, 1}, {0, 1000}, {7, 7, 7, 500, 479}}) {
+      Sha256 hash(engine);
+      size_t at = 0;
+      std::vector<std::pair<size_t, std::string>> midway;  // (bytes so far, digest then)
+      for (size_t n : pieces) {
+        hash.update(bytes.subspan(at, std::min(n, bytes.size() - at)));
+        at = std::min(at + n, bytes.size());
+        midway.emplace_back(at, hash.hex_digest());
+      }
+      hash.update(bytes.subspan(at));
+      EXPECT_EQ(hash.hex_digest(), expected) << "engine " << static_cast<int>(engine) << ", " << pieces.size() << " pieces";
+      EXPECT_EQ(hash.hex_digest(), expected);  // reading the digest twice changes nothing
+      for (const auto& [n, digest] : midway) EXPECT_EQ(digest, hex_of(message.substr(0, n))) << n;
+    }
+  }
+  // Every length around the padding's edges (55, 56, 63, 64 bytes mod 64): both engines agree.
+  for (size_t n = 0; n <= 300; ++n)
+    EXPECT_EQ(hex_of(message.substr(0, n), Sha256::Engine::kFastest), hex_of(message.substr(0, n), Sha256::Engine::kPortable)) << n;
+}
+
+// A file larger than sha256_file's 1 MiB block, read in three blocks.
+TEST(Sha256, FileOfSeveralBlocks) {
+  ScratchDir d;
+  write(d / "big.so", std::string(3000000, 'a'));
+  uint64_t last = 0;
+  int calls = 0;
+  auto h = sha256_file(d / "big.so", [&](uint64_t done, uint64_t total) {
+    EXPECT_EQ(total, 3000000u);
+    last = done;
+    ++calls;
+  });
+  ASSERT_TRUE(h) << h.error().to_string();
+  EXPECT_EQ(*h, "2a152c894398719c0570f83fac34ac03a0f6e8e474b995c2403aa5434f7b9dd4");
+  EXPECT_EQ(last, 3000000u);
+  EXPECT_EQ(calls, 3);
 }
 
 TEST(Sha256, HashesOnlyRegularFilesAndTheDescriptorsOwnBytes) {

@@ -15,7 +15,6 @@
 #include "base/regular_file.h"
 #include "base/sha256.h"
 #include "fetch/cache.h"
-#include "fetch/hasher.h"
 #include "fetch/known_packages.h"
 #include "fetch/package_spec.h"
 #include "fetch/pip.h"

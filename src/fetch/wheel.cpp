@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "base/regular_file.h"
-#include "fetch/hasher.h"
+#include "base/sha256.h"
 #include "fetch/progress.h"
 
 namespace plugboard::fetch {
@@ -111,7 +111,7 @@ Expected<ExtractedMember> Wheel::extract(const WheelMember& member, const std::f
                                          bool progress) const {
   PB_RETURN_IF_ERROR(check_member(member));
   PB_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::create(dir));
-  Sha256Hasher hasher;
+  Sha256 hasher;
   uint64_t done = 0;
   PB_RETURN_IF_ERROR(read(member, [&](std::span<const std::byte> chunk) -> Status {
     hasher.update(chunk);
