@@ -2,8 +2,6 @@
 // hostile manifests refused, naming the field), and discovery from the environment's variables.
 #include <gtest/gtest.h>
 
-#include <zip.h>
-
 #include <sys/stat.h>
 
 #include <atomic>
@@ -24,6 +22,7 @@
 #include "select/select.h"
 #include "select/verify.h"
 #include "test_env.h"
+#include "zip_writer.h"
 
 namespace plugboard::bundle {
 namespace {
@@ -399,15 +398,9 @@ namespace {
 
 // A wheel (a zip) holding `members` (path in the wheel -> file on disk).
 void write_wheel(const std::filesystem::path& wheel, const std::vector<std::pair<std::string, std::filesystem::path>>& members) {
-  int err = 0;
-  zip_t* z = zip_open(wheel.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
-  ASSERT_NE(z, nullptr);
-  for (const auto& [name, file] : members) {
-    zip_source_t* src = zip_source_file(z, file.c_str(), 0, -1);
-    ASSERT_NE(src, nullptr);
-    ASSERT_GE(zip_file_add(z, name.c_str(), src, ZIP_FL_OVERWRITE), 0);
-  }
-  ASSERT_EQ(zip_close(z), 0);
+  std::vector<plugboard::testing::ZipMember> zip;
+  for (const auto& [name, file] : members) zip.push_back({.name = name, .file = file, .method = "deflated"});
+  plugboard::testing::write_zip(wheel, zip);
 }
 
 TEST(Companions, AWheelOfLibrariesIsLaidOutWhereTheRunpathLooksAndVerified) {

@@ -1,12 +1,12 @@
 // The fetch layer on real wheels (from scripts/setup.sh, in PLUGBOARD_DEPS_DIR/wheels) and on fake
-// wheels built here with libzip around the fixture libraries: extraction byte for byte, cache reuse,
-// plugboard.lock checks, concurrency, inspection of unknown packages, pip's errors. No network.
+// wheels built here (by Python's zipfile, tests/zip_writer.h) around the fixture libraries:
+// extraction byte for byte, cache reuse, plugboard.lock checks, concurrency, inspection of unknown
+// packages, pip's errors. No network.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <zip.h>
 
 #include <algorithm>
 #include <chrono>
@@ -23,6 +23,7 @@
 #include "fetch/package_spec.h"
 #include "fetch/wheel.h"
 #include "test_env.h"
+#include "zip_writer.h"
 
 namespace plugboard::fetch {
 namespace {
@@ -79,26 +80,17 @@ std::vector<fs::path> temporaries(const fs::path& cache) {
   return out;
 }
 
-// A zip written with libzip: each member is a file on disk or literal content; .so members are stored
-// uncompressed (so a test can find and flip their bytes).
+// A zip written by Python's zipfile: each member is a file on disk or literal content; .so members are
+// stored uncompressed (so a test can find and flip their bytes).
 struct Member {
   std::string name;
   std::optional<fs::path> file;
   std::string content;
 };
 void make_wheel(const fs::path& path, const std::vector<Member>& members) {
-  int err = 0;
-  zip_t* z = zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
-  ASSERT_NE(z, nullptr) << "zip_open " << path << ": " << err;
-  for (const Member& m : members) {
-    zip_source_t* src = m.file ? zip_source_file(z, m.file->c_str(), 0, -1)
-                               : zip_source_buffer(z, m.content.data(), m.content.size(), 0);
-    ASSERT_NE(src, nullptr) << zip_strerror(z);
-    const zip_int64_t index = zip_file_add(z, m.name.c_str(), src, ZIP_FL_OVERWRITE);
-    ASSERT_GE(index, 0) << zip_strerror(z);
-    if (m.name.ends_with(".so")) zip_set_file_compression(z, static_cast<zip_uint64_t>(index), ZIP_CM_STORE, 0);
-  }
-  ASSERT_EQ(zip_close(z), 0) << zip_strerror(z);
+  std::vector<plugboard::testing::ZipMember> zip;
+  for (const Member& m : members) zip.push_back({.name = m.name, .file = m.file, .content = m.content});
+  plugboard::testing::write_zip(path, zip);
 }
 
 const char* kFakeWheel = "fake_pjrt_plugin-1.0-py3-none-linux_x86_64.whl";
@@ -697,14 +689,8 @@ TEST(Hostile, APluginMemberThatIsASymlinkIsRefused) {
   ScratchDir dir;
   fs::create_directories(dir / "wheels");
   const fs::path wheel = dir / "wheels" / hostile::kKnownWheel;
-  make_wheel(wheel, {{hostile::kKnownMember, std::nullopt, "../../../../usr/lib/libc.so.6"}});
-  {
-    int err = 0;
-    zip_t* z = zip_open(wheel.c_str(), 0, &err);
-    ASSERT_NE(z, nullptr);
-    ASSERT_EQ(zip_file_set_external_attributes(z, 0, 0, ZIP_OPSYS_UNIX, static_cast<zip_uint32_t>(S_IFLNK | 0777) << 16), 0);
-    ASSERT_EQ(zip_close(z), 0);
-  }
+  ASSERT_NO_FATAL_FAILURE(plugboard::testing::write_zip(
+      wheel, {{.name = hostile::kKnownMember, .content = "../../../../usr/lib/libc.so.6", .mode = S_IFLNK | 0777}}));
   auto f = fetch_one(spec("xla-cpu-pjrt==0.0.1"), offline(dir / "cache", dir / "plugboard.lock", dir / "wheels"));
   ASSERT_FALSE(f);
   EXPECT_NE(f.error().to_string().find("symbolic link"), std::string::npos) << f.error().to_string();
@@ -717,15 +703,8 @@ TEST(Hostile, AZipBombIsRefusedBeforeAnythingIsWritten) {
   ScratchDir dir;
   fs::create_directories(dir / "wheels");
   const fs::path wheel = dir / "wheels" / hostile::kKnownWheel;
-  {
-    const std::string zeros(size_t{64} << 20, '\0');
-    int err = 0;
-    zip_t* z = zip_open(wheel.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
-    ASSERT_NE(z, nullptr);
-    zip_source_t* src = zip_source_buffer(z, zeros.data(), zeros.size(), 0);
-    ASSERT_GE(zip_file_add(z, hostile::kKnownMember, src, 0), 0);
-    ASSERT_EQ(zip_close(z), 0);
-  }
+  ASSERT_NO_FATAL_FAILURE(plugboard::testing::write_zip(
+      wheel, {{.name = hostile::kKnownMember, .content = std::string(1, '\0'), .repeat = uint64_t{64} << 20, .method = "deflated"}}));
   ASSERT_LT(fs::file_size(wheel), size_t{1} << 20);
   auto f = fetch_one(spec("xla-cpu-pjrt==0.0.1"), offline(dir / "cache", dir / "plugboard.lock", dir / "wheels"));
   ASSERT_FALSE(f);
@@ -740,14 +719,8 @@ TEST(Hostile, AZipBombIsRefusedBeforeAnythingIsWritten) {
 TEST(Hostile, AnEntryThatLiesAboutItsSizeStopsAtTheFirstExtraByte) {
   ScratchDir dir;
   const fs::path wheel = dir / "liar-1.0-py3-none-any.whl";
-  const std::string data(size_t{4} << 20, 'A');
-  {
-    int err = 0;
-    zip_t* z = zip_open(wheel.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
-    ASSERT_NE(z, nullptr);
-    ASSERT_GE(zip_file_add(z, "liar/libliar.so", zip_source_buffer(z, data.data(), data.size(), 0), 0), 0);
-    ASSERT_EQ(zip_close(z), 0);
-  }
+  ASSERT_NO_FATAL_FAILURE(plugboard::testing::write_zip(
+      wheel, {{.name = "liar/libliar.so", .content = "A", .repeat = uint64_t{4} << 20, .method = "deflated"}}));
   hostile::declare_size(wheel, 1000);
   auto w = Wheel::open(wheel);
   PB_ASSERT_OK(w);

@@ -1,6 +1,6 @@
 // Fetching PJRT plugins from their real distribution: PyPI wheels, obtained through pip.
 //
-//   pip download --no-deps  ->  wheel (checked against plugboard.lock)  ->  plugin extracted with libzip
+//   pip download --no-deps  ->  wheel (checked against plugboard.lock)  ->  plugin extracted (fetch/zip_archive.h)
 //   into a content-addressed cache: <cache>/plugins/<sha256>/<file name>
 //
 // Which file inside a wheel is the plugin, and which platform it serves, comes from the table of known

@@ -1,8 +1,8 @@
-// Wheel: zip_open / zip_stat_index for the member list, zip_fopen_index + zip_fread to stream one out.
+// Wheel over ZipArchive: the archive's entries as members, the wheel's own limits checked before any
+// member is read.
 #include "fetch/wheel.h"
 
 #include <sys/stat.h>
-#include <zip.h>
 
 #include <algorithm>
 
@@ -11,48 +11,18 @@
 #include "fetch/progress.h"
 
 namespace plugboard::fetch {
-namespace {
-
-struct ZipFileCloser {
-  void operator()(zip_file_t* f) const { zip_fclose(f); }
-};
-
-std::string zip_open_message(int code) {
-  zip_error_t error;
-  zip_error_init_with_code(&error, code);
-  std::string message = zip_error_strerror(&error);
-  zip_error_fini(&error);
-  return message;
-}
-
-}  // namespace
-
-void Wheel::Closer::operator()(zip* z) const { zip_discard(z); }
 
 Expected<Wheel> Wheel::open(const std::filesystem::path& path) {
   // Opened here (O_NONBLOCK, regular files only), so a FIFO named like a wheel is refused, not waited on.
   auto fd = open_regular_file(path);
   if (!fd) return std::unexpected(std::move(fd).error().annotate("opening wheel " + path.string()));
-  int code = 0;
-  std::unique_ptr<zip, Closer> archive(zip_fdopen(fd->get(), ZIP_RDONLY | ZIP_CHECKCONS, &code));
-  if (!archive)
-    return make_error(Code::kDataLoss, "cannot open wheel " + path.string() + ": " + zip_open_message(code));
-  fd->release();  // the archive owns it now
-  const zip_int64_t count = zip_get_num_entries(archive.get(), 0);
+  PB_ASSIGN_OR_RETURN(ZipArchive archive, ZipArchive::open(std::move(*fd), "wheel " + path.string()));
   std::vector<WheelMember> members;
-  for (zip_int64_t i = 0; i < count; ++i) {
-    const auto index = static_cast<zip_uint64_t>(i);
-    zip_stat_t st;
-    if (zip_stat_index(archive.get(), index, 0, &st) != 0)
-      return make_error(Code::kDataLoss, "wheel " + path.string() + ": cannot read entry " + std::to_string(i) +
-                                             ": " + zip_strerror(archive.get()));
-    if (!(st.valid & ZIP_STAT_NAME) || !(st.valid & ZIP_STAT_SIZE)) continue;
-    WheelMember m{st.name, st.size, index, (st.valid & ZIP_STAT_COMP_SIZE) ? st.comp_size : st.size, false};
-    zip_uint8_t opsys = 0;
-    zip_uint32_t attributes = 0;
-    if (zip_file_get_external_attributes(archive.get(), index, 0, &opsys, &attributes) == 0 && opsys == ZIP_OPSYS_UNIX)
-      m.symlink = S_ISLNK(static_cast<mode_t>(attributes >> 16));
-    members.push_back(std::move(m));
+  members.reserve(archive.entries().size());
+  for (size_t i = 0; i < archive.entries().size(); ++i) {
+    const ZipEntry& e = archive.entries()[i];
+    const bool symlink = e.made_by_os == ZipArchive::kMadeByUnix && S_ISLNK(static_cast<mode_t>(e.external_attributes >> 16));
+    members.push_back(WheelMember{e.name, e.size, i, e.compressed_size, symlink});
   }
   return Wheel(path, std::move(archive), std::move(members));
 }
@@ -81,30 +51,18 @@ Status Wheel::check_member(const WheelMember& member) const {
 
 Status Wheel::read(const WheelMember& member, const Sink& sink, bool progress) const {
   PB_RETURN_IF_ERROR(check_member(member));
-  const std::string what = member.name + " of wheel " + path_.string();
-  std::unique_ptr<zip_file_t, ZipFileCloser> in(zip_fopen_index(archive_.get(), member.index, 0));
-  if (!in) return make_error(Code::kDataLoss, "cannot open " + what + ": " + zip_strerror(archive_.get()));
+  if (member.index >= archive_.entries().size() || archive_.entries()[member.index].name != member.name)
+    return invalid_argument("member " + member.name + " is not one of wheel " + path_.string() + "'s");
   Progress bar(progress, "extracting " + std::filesystem::path(member.name).filename().string(), member.size);
-  std::vector<std::byte> block(1 << 20);
   uint64_t done = 0;
-  for (;;) {
-    // Never ask for more than one byte past what the entry declares: that byte is the proof of a lie.
-    const uint64_t want = std::min<uint64_t>(block.size(), member.size - done + 1);
-    const zip_int64_t n = zip_fread(in.get(), block.data(), want);
-    if (n < 0)
-      return make_error(Code::kDataLoss, "cannot extract " + what + ": " + zip_file_strerror(in.get()));
-    if (n == 0) break;
-    if (static_cast<uint64_t>(n) > member.size - done)
-      return make_error(Code::kDataLoss, "extracting " + what + ": it inflates past the " + std::to_string(member.size) +
-                                             " bytes its entry declares: refused");
-    PB_RETURN_IF_ERROR(sink(std::span<const std::byte>(block.data(), static_cast<size_t>(n))));
-    done += static_cast<uint64_t>(n);
+  // The archive delivers no byte past what the entry declares, checks the size and the CRC-32 at the
+  // end, and names the wheel and the member in its errors.
+  return archive_.read(archive_.entries()[member.index], [&](std::span<const std::byte> chunk) -> Status {
+    PB_RETURN_IF_ERROR(sink(chunk));
+    done += chunk.size();
     bar.update(done);
-  }
-  if (done != member.size)
-    return make_error(Code::kDataLoss, "extracting " + what + " gave " + std::to_string(done) +
-                                           " bytes, its entry says " + std::to_string(member.size));
-  return ok();
+    return ok();
+  });
 }
 
 Expected<ExtractedMember> Wheel::extract(const WheelMember& member, const std::filesystem::path& dir,

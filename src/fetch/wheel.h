@@ -1,11 +1,12 @@
-// A wheel opened with libzip: its members, and streaming one member out to a temporary file while
-// hashing it (the file is never held in memory; a plugin is hundreds of MB).
+// A wheel (a zip archive, read by fetch/zip_archive.h): its members, and streaming one member out to a
+// temporary file while hashing it (the file is never held in memory; a plugin is hundreds of MB).
 //
 // A wheel is untrusted input: it is opened only when it is a regular file (a FIFO or a device is
 // refused, never waited on); a member is inflated only up to the size its entry declares (the first
 // byte past it stops the extraction); an entry that declares more than kMaxMemberBytes, or that would
 // inflate more than kMaxInflationRatio times its compressed size, is refused before a byte is written;
-// an entry that is a symbolic link is refused.
+// an entry that is a symbolic link is refused; a member whose data is corrupt (its CRC-32), truncated,
+// encrypted or compressed other than stored or deflated is an error naming the wheel and the member.
 #pragma once
 
 #include <cstdint>
@@ -19,8 +20,7 @@
 
 #include "base/status.h"
 #include "base/atomic_file.h"
-
-struct zip;
+#include "fetch/zip_archive.h"
 
 namespace plugboard::fetch {
 
@@ -31,7 +31,7 @@ inline constexpr uint64_t kInflationRatioFloor = uint64_t{16} << 20;  // ... for
 struct WheelMember {
   std::string name;  // path inside the wheel
   uint64_t size = 0;  // uncompressed, as the entry declares it
-  uint64_t index = 0;
+  uint64_t index = 0;  // in the archive's entries
   uint64_t compressed_size = 0;
   bool symlink = false;  // made on Unix with S_IFLNK in its external attributes
 };
@@ -45,15 +45,16 @@ struct ExtractedMember {
 
 class Wheel {
  public:
-  // Errors name the file and say what libzip found wrong; a path that is not a regular file is refused.
+  // Errors name the file and say what is wrong with it as a zip archive (DATA_LOSS); a path that is not
+  // a regular file is refused.
   static Expected<Wheel> open(const std::filesystem::path& path);
 
   const std::filesystem::path& path() const { return path_; }
   const std::vector<WheelMember>& members() const { return members_; }
   const WheelMember* find(std::string_view name) const;
 
-  // Streams `member` into a new temporary file in `dir`, hashing it; mode 0755. libzip checks the
-  // member's CRC, so a corrupt wheel is an error (naming the wheel and the member), never a file.
+  // Streams `member` into a new temporary file in `dir`, hashing it; mode 0755. The member's CRC-32 is
+  // checked, so a corrupt wheel is an error (naming the wheel and the member), never a file.
   // Refused (naming wheel and member) before anything is written: a symbolic link, a declared size past
   // kMaxMemberBytes, or an inflation ratio past kMaxInflationRatio.
   Expected<ExtractedMember> extract(const WheelMember& member, const std::filesystem::path& dir, bool progress) const;
@@ -67,14 +68,11 @@ class Wheel {
   Status check_member(const WheelMember& member) const;
 
  private:
-  struct Closer {
-    void operator()(zip* z) const;
-  };
-  Wheel(std::filesystem::path path, std::unique_ptr<zip, Closer> archive, std::vector<WheelMember> members)
+  Wheel(std::filesystem::path path, ZipArchive archive, std::vector<WheelMember> members)
       : path_(std::move(path)), archive_(std::move(archive)), members_(std::move(members)) {}
 
   std::filesystem::path path_;
-  std::unique_ptr<zip, Closer> archive_;
+  ZipArchive archive_;
   std::vector<WheelMember> members_;
 };
 
