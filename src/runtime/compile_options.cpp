@@ -1,17 +1,13 @@
 #include "runtime/compile_options.h"
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
 #include "base/parse_number.h"
+#include "runtime/protobuf_wire.h"
 #include "runtime/xla_option_types.h"
-
-#include "runtime/proto/xla_subset.pb.h"
 
 namespace plugboard {
 
@@ -141,44 +137,87 @@ Status CompileOptions::check() const {
   return ok();
 }
 
+// xla.CompileOptionsProto (xla/pjrt/proto/compile_options.proto) and what it holds, with XLA's field
+// numbers, written as protoc's code writes them (fields in number order, proto3 defaults left out,
+// repeated numbers packed). debug_options (inside executable_build_options) stays unset on purpose: a
+// present but partial DebugOptions does not fall back to XLA's defaults; single XLA options go through
+// env_option_overrides instead.
+namespace {
+namespace compile_options_proto {
+constexpr uint32_t kExecutableBuildOptions = 3;  // ExecutableBuildOptionsProto
+constexpr uint32_t kCompilePortableExecutable = 4;
+constexpr uint32_t kEnvOptionOverrides = 7;  // map<string, OptionOverrideProto>: entries {key = 1, value = 2}
+}  // namespace compile_options_proto
+namespace build_options_proto {  // xla.ExecutableBuildOptionsProto
+constexpr uint32_t kNumReplicas = 4;
+constexpr uint32_t kNumPartitions = 5;
+constexpr uint32_t kUseSpmdPartitioning = 6;
+constexpr uint32_t kDeviceAssignment = 9;  // xla.DeviceAssignmentProto
+constexpr uint32_t kAllowSpmdShardingPropagationToOutput = 12;  // repeated bool
+constexpr uint32_t kUseShardyPartitioner = 19;
+}  // namespace build_options_proto
+// xla.DeviceAssignmentProto (xla_data.proto): computation_devices[p].replica_device_ids[r] is the
+// global device id that replica r of partition (computation) p runs on.
+namespace device_assignment_proto {
+constexpr uint32_t kReplicaCount = 1;
+constexpr uint32_t kComputationCount = 2;
+constexpr uint32_t kComputationDevices = 3;  // ComputationDevice { repeated int64 replica_device_ids = 1; }
+constexpr uint32_t kReplicaDeviceIds = 1;
+}  // namespace device_assignment_proto
+namespace option_override_proto {  // xla.OptionOverrideProto: oneof value
+constexpr uint32_t kString = 1, kBool = 2, kInt = 3, kDouble = 4;
+}  // namespace option_override_proto
+}  // namespace
+
 std::string CompileOptions::serialize() const {
-  xla_subset::CompileOptionsProto proto;
-  auto* build = proto.mutable_executable_build_options();
-  build->set_num_replicas(num_replicas);
-  build->set_num_partitions(num_partitions);
-  if (partitioner != Partitioner::kNone) {
-    build->set_use_spmd_partitioning(true);
-    if (partitioner == Partitioner::kShardy) build->set_use_shardy_partitioner(true);
-    // One value: it holds for every output.
-    build->add_allow_spmd_sharding_propagation_to_output(true);
-  }
+  using protobuf_wire::ProtoWriter;
+  ProtoWriter build;
+  if (num_replicas != 0) build.add_int64(build_options_proto::kNumReplicas, num_replicas);
+  if (num_partitions != 0) build.add_int64(build_options_proto::kNumPartitions, num_partitions);
+  if (partitioner != Partitioner::kNone) build.add_varint(build_options_proto::kUseSpmdPartitioning, 1);
   // check() refuses a list of another size; serialize() never reads past it either way.
   if (!device_ids.empty() && counts_in_range(num_replicas, num_partitions) &&
       static_cast<int64_t>(device_ids.size()) == num_replicas * num_partitions) {
-    auto* assignment = build->mutable_device_assignment();
-    assignment->set_replica_count(static_cast<int32_t>(num_replicas));
-    assignment->set_computation_count(static_cast<int32_t>(num_partitions));
+    ProtoWriter assignment;
+    // int32 fields: counts_in_range keeps them positive and in range.
+    assignment.add_int64(device_assignment_proto::kReplicaCount, num_replicas);
+    assignment.add_int64(device_assignment_proto::kComputationCount, num_partitions);
+    std::vector<uint64_t> ids;
     for (int64_t p = 0; p < num_partitions; ++p) {
-      auto* computation = assignment->add_computation_devices();
+      ids.clear();
       for (int64_t r = 0; r < num_replicas; ++r)
-        computation->add_replica_device_ids(device_ids[static_cast<size_t>(r * num_partitions + p)]);
+        ids.push_back(static_cast<uint64_t>(device_ids[static_cast<size_t>(r * num_partitions + p)]));
+      ProtoWriter computation;
+      computation.add_packed_varints(device_assignment_proto::kReplicaDeviceIds, ids);
+      assignment.add_message(device_assignment_proto::kComputationDevices, computation);
     }
+    build.add_message(build_options_proto::kDeviceAssignment, assignment);
   }
-  if (portable) proto.set_compile_portable_executable(true);
+  if (partitioner != Partitioner::kNone) {
+    // One value: it holds for every output.
+    const uint64_t allow[] = {1};
+    build.add_packed_varints(build_options_proto::kAllowSpmdShardingPropagationToOutput, allow);
+  }
+  if (partitioner == Partitioner::kShardy) build.add_varint(build_options_proto::kUseShardyPartitioner, 1);
+
+  ProtoWriter proto;
+  proto.add_message(compile_options_proto::kExecutableBuildOptions, build);
+  if (portable) proto.add_varint(compile_options_proto::kCompilePortableExecutable, 1);
+  // Sorted by name (a std::map), as protobuf's deterministic serialization sorts a map: the bytes are
+  // part of compile-cache keys. A map entry holds its key and its value always; a oneof member is
+  // written whatever its value.
   for (const auto& [name, value] : xla_options) {
-    xla_subset::OptionOverrideProto& o = (*proto.mutable_env_option_overrides())[name];
-    if (const bool* b = std::get_if<bool>(&value)) o.set_bool_field(*b);
-    else if (const int64_t* i = std::get_if<int64_t>(&value)) o.set_int_field(*i);
-    else if (const double* d = std::get_if<double>(&value)) o.set_double_field(*d);
-    else o.set_string_field(std::get<std::string>(value));
+    ProtoWriter override_value;
+    if (const bool* b = std::get_if<bool>(&value)) override_value.add_varint(option_override_proto::kBool, *b ? 1 : 0);
+    else if (const int64_t* i = std::get_if<int64_t>(&value)) override_value.add_int64(option_override_proto::kInt, *i);
+    else if (const double* d = std::get_if<double>(&value)) override_value.add_double(option_override_proto::kDouble, *d);
+    else override_value.add_bytes(option_override_proto::kString, std::get<std::string>(value));
+    ProtoWriter entry;
+    entry.add_bytes(1, name);
+    entry.add_message(2, override_value);
+    proto.add_message(compile_options_proto::kEnvOptionOverrides, entry);
   }
-  // Deterministic: env_option_overrides is a map, and the bytes are part of compile-cache keys.
-  std::string out;
-  google::protobuf::io::StringOutputStream stream(&out);
-  google::protobuf::io::CodedOutputStream coded(&stream);
-  coded.SetSerializationDeterministic(true);
-  proto.SerializeToCodedStream(&coded);
-  return out;
+  return proto.bytes();
 }
 
 }  // namespace plugboard

@@ -3,7 +3,7 @@
 
 #include "plugin/plugin_output.h"
 #include "runtime/executable_internal.h"
-#include "runtime/proto/xla_subset.pb.h"
+#include "runtime/hlo_module_proto.h"
 
 namespace plugboard::internal {
 namespace {
@@ -32,10 +32,10 @@ DType from_primitive_type(int t) {
   }
 }
 
-ArrayType to_array_type(const xla_subset::ShapeProto& s) {
+ArrayType to_array_type(const ShapeProto& s) {
   ArrayType t;
-  t.dtype = from_primitive_type(s.element_type());
-  t.dims = Dims(std::span<const int64_t>(s.dimensions().data(), static_cast<size_t>(s.dimensions_size())));
+  t.dtype = from_primitive_type(s.element_type);
+  t.dims = Dims(std::span<const int64_t>(s.dimensions));
   return t;
 }
 
@@ -47,36 +47,37 @@ struct EntryShapes {
   std::vector<std::string> custom_call_targets;  // of every computation, each once
 };
 
-std::vector<std::string> custom_call_targets(const xla_subset::HloModuleProto& m) {
+std::vector<std::string> custom_call_targets(const HloModuleProto& m) {
   std::vector<std::string> out;
-  for (const auto& c : m.computations())
-    for (const auto& instruction : c.instructions())
-      if (instruction.opcode() == "custom-call" && !instruction.custom_call_target().empty() &&
-          std::find(out.begin(), out.end(), instruction.custom_call_target()) == out.end())
-        out.push_back(instruction.custom_call_target());
+  for (const auto& c : m.computations)
+    for (const auto& instruction : c.instructions)
+      if (instruction.opcode == "custom-call" && !instruction.custom_call_target.empty() &&
+          std::find(out.begin(), out.end(), instruction.custom_call_target) == out.end())
+        out.push_back(instruction.custom_call_target);
   return out;
 }
 
-bool any_dynamic(const xla_subset::ShapeProto& s) {
-  for (bool d : s.is_dynamic_dimension())
+bool any_dynamic(const ShapeProto& s) {
+  for (bool d : s.is_dynamic_dimension)
     if (d) return true;
   return false;
 }
 
 // host_program_shape, or else the program_shape of the entry computation.
-std::optional<EntryShapes> entry_shapes(const xla_subset::HloModuleProto& m) {
-  const xla_subset::ProgramShapeProto* shape = nullptr;
-  if (m.has_host_program_shape()) shape = &m.host_program_shape();
-  for (const auto& c : m.computations())
-    if (!shape && (c.id() == m.entry_computation_id() || c.name() == m.entry_computation_name()) && c.has_program_shape())
-      shape = &c.program_shape();
+std::optional<EntryShapes> entry_shapes(const HloModuleProto& m) {
+  const ProgramShapeProto* shape = nullptr;
+  if (m.host_program_shape) shape = &*m.host_program_shape;
+  for (const auto& c : m.computations)
+    if (!shape && (c.id == m.entry_computation_id || c.name == m.entry_computation_name) && c.program_shape)
+      shape = &*c.program_shape;
   if (!shape) return std::nullopt;
   EntryShapes out;
-  for (const auto& p : shape->parameters()) out.parameters.push_back(to_array_type(p));
+  for (const auto& p : shape->parameters) out.parameters.push_back(to_array_type(p));
   constexpr int kTuple = 13;  // xla.PrimitiveType TUPLE
-  const xla_subset::ShapeProto& result = shape->result();
-  if (result.element_type() == kTuple) {
-    for (const auto& r : result.tuple_shapes()) out.results_dynamic.push_back(any_dynamic(r));
+  static const ShapeProto kNoResult;
+  const ShapeProto& result = shape->result ? *shape->result : kNoResult;
+  if (result.element_type == kTuple) {
+    for (const auto& r : result.tuple_shapes) out.results_dynamic.push_back(any_dynamic(r));
   } else {
     out.results_dynamic.push_back(any_dynamic(result));
   }
@@ -96,15 +97,10 @@ std::optional<EntryShapes> shapes_from_optimized_program(const abi::Api& api, PJ
   program.code = code.data();
   if (!PB_PJRT_CALL(api, PJRT_Executable_OptimizedProgram, args)) return std::nullopt;
   std::string_view format = abi::view(program.format, program.format_size);
-  xla_subset::HloModuleProto module;
-  if (format == "hlo_with_config") {
-    xla_subset::HloModuleProtoWithConfig with_config;
-    if (!with_config.ParseFromString(code)) return std::nullopt;
-    module = with_config.hlo_module();
-  } else if (!module.ParseFromString(code)) {
-    return std::nullopt;
-  }
-  return entry_shapes(module);
+  const Expected<HloModuleProto> module =
+      format == "hlo_with_config" ? parse_hlo_module_with_config(code) : parse_hlo_module(code);
+  if (!module) return std::nullopt;
+  return entry_shapes(*module);
 }
 
 }  // namespace
