@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # The Elixir packages' tests: :plugboard's ExUnit on the three real CPU plugins (bindings/elixir/plugboard,
 # on Debian's Elixir, then on Elixir >= 1.17: scripts/elixir_toolchain.sh), then the end-to-end
-# release test (the sample app's compute release built, booted and run here, with its Nx job when
-# Nx can be had) and the cluster test (web and two compute nodes of those releases), then Nx on plugboard (bindings/elixir/plugboard_nx: its tests, Nx's own suite and
-# Axon's own suite twice, on Elixir >= 1.17 with Nx 0.13 and Axon from PLUGBOARD_HEX_MIRROR).
+# release test (the sample app's compute release built, booted and run here, with its Nx job), the
+# cluster test (web and two compute nodes of those releases), then Nx on plugboard
+# (bindings/elixir/plugboard_nx: its tests, Nx's own suite and Axon's own suite twice, on Elixir >= 1.17).
+# Hex dependencies are plain requirements ({:nx, "~> 0.13"}), resolved through a local Hex registry
+# on 127.0.0.1 (scripts/hex_registry.sh: PLUGBOARD_HEX_PACKAGES' tarballs, Hex from PLUGBOARD_HEX_SRC);
+# Nx's and Axon's own suites run from their sources (PLUGBOARD_HEX_MIRROR, default
+# ../shared/vendor/hex-nx0.13), the only place where sources stand in for packages.
 # Uses the C++ build in BUILD_DIR (default build/): its install tree becomes the package's native
 # library (PLUGBOARD_PREFIX), its fault plugins the tests' (PLUGBOARD_FAULT_DIR).
 #
@@ -25,8 +29,11 @@ prefix="$build/elixir-prefix"
 cmake --install "$build" --prefix "$prefix" --strip >/dev/null
 export PLUGBOARD_PREFIX="$prefix" PLUGBOARD_FAULT_DIR="$build/tests" PLUGBOARD_DEPS_DIR="$deps"
 export PLUGBOARD_WERROR=${PLUGBOARD_WERROR:-ON}
-# Mix's own state (it never needs Hex here: the package has no Hex dependencies).
-export MIX_HOME=${MIX_HOME:-$build/mix-home}
+# Mix's and Hex's own state, and the local Hex registry every Mix project here resolves from.
+export MIX_HOME=${MIX_HOME:-$build/mix-home} HEX_HOME=$build/hex-home
+. "$root/scripts/hex_registry.sh"
+hex_for "$MIX_HOME" "$build/hex-registry"
+(cd "$root/bindings/elixir/plugboard" && MIX_ENV=test mix deps.get >/dev/null)
 
 if [ $sanitize -eq 1 ]; then
   echo "[elixir] ExUnit with the NIF and libplugboard under ASan + UBSan"
@@ -47,6 +54,7 @@ echo "[elixir] ExUnit (bindings/elixir/plugboard) on $(elixir --version | tail -
 . "$root/scripts/elixir_toolchain.sh"
 modern_bin=
 if modern_bin=$(modern_elixir_bin "$root"); then
+  PATH="$modern_bin:$PATH" hex_for "$build/mix-home-modern" "$build/hex-registry"
   if [ "$modern_bin" != "$(dirname "$(command -v elixir)")" ]; then
     echo "[elixir] ExUnit (bindings/elixir/plugboard) on $("$modern_bin/elixir" --version | tail -n 1)"
     (cd "$root/bindings/elixir/plugboard" && PATH="$modern_bin:$PATH" MIX_ENV=test MIX_HOME="$build/mix-home-modern" \
@@ -57,13 +65,13 @@ else
   echo "[elixir] SKIPPED ExUnit on Elixir >= 1.17, the release test's Nx job and Nx on plugboard: no Elixir >= 1.17 on PATH and none could be built (set PLUGBOARD_ELIXIR_SRC to Elixir's sources)"
 fi
 
-# Nx (for bindings/elixir/plugboard_nx and the sample's Nx job) from Hex, or from the folder of Hex
-# packages PLUGBOARD_HEX_MIRROR names (default: ../shared/vendor/hex-nx0.13 beside the repository,
-# where this workplace keeps one). Nx 0.13 needs the Elixir above.
+# Nx's and Axon's own suites run from their sources (Hex tarballs carry no tests): the folder
+# PLUGBOARD_HEX_MIRROR names (default: ../shared/vendor/hex-nx0.13 beside the repository).
 mirror=${PLUGBOARD_HEX_MIRROR:-}
 [ -z "$mirror" ] && [ -d "$root/../shared/vendor/hex-nx0.13/nx" ] && mirror=$(cd "$root/../shared/vendor/hex-nx0.13" && pwd)
-[ -z "$modern_bin" ] && mirror=
 if [ -n "$mirror" ]; then export PLUGBOARD_HEX_MIRROR="$mirror"; else unset PLUGBOARD_HEX_MIRROR; fi
+# Nx (plugboard_nx, the sample's Nx jobs) needs the Elixir above.
+if [ -n "$modern_bin" ]; then export PLUGBOARD_WITH_NX=1; else export PLUGBOARD_WITH_NX=0; fi
 with_nx_elixir() { if [ -n "$modern_bin" ]; then PATH="$modern_bin:$PATH" MIX_HOME="$build/mix-home-modern" "$@"; else "$@"; fi; }
 
 if [ -x "$root/tests/elixir_release_test.sh" ]; then
@@ -72,17 +80,37 @@ if [ -x "$root/tests/elixir_release_test.sh" ]; then
   with_nx_elixir "$root/tests/elixir_release_test.sh" "$build/elixir-release-test"
   # One release, one cluster: web and two compute nodes (different targets) as OS processes on
   # 127.0.0.1, on the release test's build (nothing recompiled) and plugin cache.
-  if [ -n "$mirror" ]; then
+  if [ "$PLUGBOARD_WITH_NX" = 1 ]; then
     echo "[elixir] the sample's releases as one cluster (tests/elixir_cluster_test.sh)"
     with_nx_elixir env MIX_BUILD_ROOT="$build/elixir-release-test/_build" XDG_CACHE_HOME="$build/elixir-release-test/cache" \
       "$root/tests/elixir_cluster_test.sh" "$build/elixir-cluster-test"
   fi
+  # Deploy anywhere: that compute release copied into bare Debian roots (debootstrap minbase, cached;
+  # chroot needs root, as on CI).
+  if [ "$(id -u)" -eq 0 ]; then
+    echo "[elixir] the compute release on bare Debian roots, bookworm and trixie (tests/bare_host_test.sh)"
+    "$root/tests/bare_host_test.sh" "$build/elixir-release-test/_build/prod/rel/compute"
+  else
+    echo "[elixir] SKIPPED the bare-root boots: chroot needs root"
+  fi
 fi
 
-if [ -n "$mirror" ]; then
+# The Hex packages as published (scripts/package.sh: :plugboard with its sources and checksum.exs,
+# :plugboard_nx, the precompiled archive), then a new user's app installed from them through a
+# registry of its own, compiled with no compiler, released with two targets and booted on a bare root.
+if [ "$PLUGBOARD_WITH_NX" = 1 ]; then
+  echo "[elixir] the Hex packages and the precompiled native part (scripts/package.sh)"
+  with_nx_elixir "$root/scripts/package.sh" "$build/packages" "$build"
+  echo "[elixir] a new user's app from the packages (tests/new_user_app_test.sh)"
+  bare_suites=bookworm; [ "$(id -u)" -eq 0 ] || bare_suites=
+  with_nx_elixir env PLUGBOARD_BARE_SUITES="$bare_suites" "$root/tests/new_user_app_test.sh" "$build/packages" "$build/new-user-app"
+fi
+
+if [ "$PLUGBOARD_WITH_NX" = 1 ]; then
   nx_build="$build/elixir-build-nx"
-  echo "[elixir] Nx on plugboard (bindings/elixir/plugboard_nx; Nx from $mirror)"
-  (cd "$root/bindings/elixir/plugboard_nx" && with_nx_elixir env MIX_ENV=test MIX_BUILD_ROOT="$nx_build" mix test)
+  echo "[elixir] Nx on plugboard (bindings/elixir/plugboard_nx; Nx from Hex)"
+  (cd "$root/bindings/elixir/plugboard_nx" && with_nx_elixir env MIX_ENV=test MIX_BUILD_ROOT="$nx_build" sh -c 'mix deps.get >/dev/null && mix test')
+  [ -n "$mirror" ] || { echo "[elixir] no Nx sources for Nx's and Axon's own suites (set PLUGBOARD_HEX_MIRROR to a folder holding nx/, complex/, telemetry/, axon/ and polaris/, such as ../shared/vendor/hex-nx0.13)"; exit 1; }
   echo "[elixir] Nx's own suite with Plugboard.Nx as the default compiler"
   (cd "$root/bindings/elixir/plugboard_nx" && with_nx_elixir env MIX_BUILD_ROOT="$nx_build" test/nx_suite/run.sh --timeout 60000)
   # The JAX benchmark's four models (bench/jax_models.exs) on tiny shapes, on each CPU plugin, against
@@ -94,6 +122,6 @@ if [ -n "$mirror" ]; then
   echo "[elixir] Axon's own suite with Plugboard.Nx as the default compiler, then Plugboard.Nx.Backend as the default backend"
   (cd "$root/bindings/elixir/plugboard_nx" && with_nx_elixir env MIX_BUILD_ROOT="$nx_build" test/axon_suite/run.sh compiler backend)
 else
-  echo "[elixir] SKIPPED bindings/elixir/plugboard_nx, Nx's and Axon's own suites: no Hex mirror (set PLUGBOARD_HEX_MIRROR to a folder holding nx/, complex/, telemetry/, axon/ and polaris/, such as ../shared/vendor/hex-nx0.13) or no Elixir >= 1.17 (PLUGBOARD_ELIXIR_SRC)"
+  echo "[elixir] SKIPPED bindings/elixir/plugboard_nx, Nx's and Axon's own suites: no Elixir >= 1.17 (PLUGBOARD_ELIXIR_SRC)"
 fi
 echo "[elixir] all tests passed"

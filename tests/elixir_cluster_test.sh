@@ -17,14 +17,14 @@
 # requests per second, default 2000): p50/p99, batch fill.
 #
 #   elixir_cluster_test.sh [--figures] WORKDIR   (env: PLUGBOARD_PREFIX, PLUGBOARD_DEPS_DIR,
-#                                                  PLUGBOARD_HEX_MIRROR; MIX_BUILD_ROOT to reuse a build)
+#                                                  MIX_HOME with Hex pointed at a repository that has
+#                                                  Nx and Axon; MIX_BUILD_ROOT to reuse a build)
 set -uo pipefail
 figures=0
 [ "${1:-}" = "--figures" ] && { figures=1; shift; }
 work=${1:?usage: elixir_cluster_test.sh [--figures] WORKDIR}
 : "${PLUGBOARD_PREFIX:?an installed plugboard (cmake --install BUILD --prefix P)}"
 : "${PLUGBOARD_DEPS_DIR:?the deps folder scripts/setup.sh fills}"
-: "${PLUGBOARD_HEX_MIRROR:?the folder of Hex packages (Nx, Axon) the Nx parts of the sample need}"
 repo=$(cd "$(dirname "$0")/.." && pwd)
 sample=$repo/bindings/elixir/sample
 plugin115=$PLUGBOARD_DEPS_DIR/files/xla_cpu_115/pjrt_c_api_cpu_plugin.so
@@ -46,6 +46,7 @@ if compgen -G "/dev/nvidia[0-9]*" > /dev/null || [ -e /dev/kfd ]; then
 fi
 
 # --- the releases ----------------------------------------------------------------------------------
+(cd "$sample" && mix deps.get) > "$work/deps.log" 2>&1 || { echo "FAIL: mix deps.get in the sample (Nx and Axon from Hex)"; tail -n 20 "$work/deps.log"; exit 1; }
 (cd "$sample" && PLUGBOARD_EXTRA_TARGETS="cpu115=$plugin115" PLUGBOARD_EXTRA_CREATE_OPTIONS="cpu115:cpu_device_count=2" \
    mix release compute --overwrite) > "$work/build-compute.log" 2>&1 \
   || { echo "FAIL: building the compute release"; tail -n 30 "$work/build-compute.log"; exit 1; }

@@ -1,7 +1,10 @@
 # plugboard for Elixir: one release carries several accelerator targets (PJRT plugins) and picks one
-# when it boots. One optional Hex dependency (:telemetry, see deps/0); the native part is built by CMake
-# through the Mix compiler in mix/native_compiler.exs (a compiler module must exist before lib/ is compiled).
+# when it boots. One optional Hex dependency (:telemetry); the native part comes precompiled and
+# checksummed, or is built by CMake, through the Mix compiler in mix/native_compiler.exs (a compiler
+# module must exist before lib/ is compiled). scripts/package.sh at the repository's root makes the
+# Hex package (with the library's sources under native/ and checksum.exs).
 Code.require_file("mix/native_compiler.exs", __DIR__)
+Code.require_file("mix/precompile_task.exs", __DIR__)
 
 defmodule Plugboard.MixProject do
   use Mix.Project
@@ -17,6 +20,8 @@ defmodule Plugboard.MixProject do
       compilers: [:plugboard_native] ++ Mix.compilers(),
       elixirc_paths: elixirc_paths(Mix.env()),
       deps: deps(),
+      description: "One Elixir release, many accelerators: PJRT plugins chosen when the release boots",
+      package: package(),
       docs: [main: "Plugboard"]
     ]
   end
@@ -25,21 +30,17 @@ defmodule Plugboard.MixProject do
     [extra_applications: [:logger], mod: {Plugboard.Application, []}]
   end
 
-  # :telemetry, optional (Plugboard.Telemetry emits nothing without it): from the folder of Hex
-  # packages PLUGBOARD_HEX_MIRROR names (its telemetry/), else from Hex when Hex is loaded, else none.
-  defp deps do
-    mirror = System.get_env("PLUGBOARD_HEX_MIRROR")
+  # :telemetry is optional: Plugboard.Telemetry emits nothing without it.
+  defp deps, do: [{:telemetry, "~> 1.0", optional: true}]
 
-    cond do
-      mirror not in [nil, ""] and File.dir?(Path.expand("telemetry", mirror)) ->
-        [{:telemetry, path: Path.expand("telemetry", mirror), optional: true}]
-
-      Code.ensure_loaded?(Hex) ->
-        [{:telemetry, "~> 1.0", optional: true}]
-
-      true ->
-        []
-    end
+  # What `mix hex.build` packs: scripts/package.sh adds native/ (the library's sources and the PJRT
+  # and XLA FFI headers) and checksum.exs (the precompiled archives' sha256) to a copy of this folder.
+  defp package do
+    [
+      licenses: ["Apache-2.0"],
+      links: %{"Source" => "https://github.com/plugboard/plugboard"},
+      files: ~w(lib mix c_src native checksum.exs mix.exs README.md)
+    ]
   end
 
   defp elixirc_paths(:test), do: ["lib", "test/support"]

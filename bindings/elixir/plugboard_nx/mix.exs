@@ -2,10 +2,10 @@
 # it on the target the :plugboard application booted, and an Nx backend (Plugboard.Nx.Backend) whose
 # tensors live in plugboard buffers.
 #
-# Nx comes from Hex (~> 0.13; needs Elixir 1.17 or later) or, where Hex cannot be reached, from a
-# folder of Hex packages as sources: PLUGBOARD_HEX_MIRROR=DIR (DIR/nx with its neighbours complex/
-# and telemetry/, and for the tests axon/ and polaris/, as ../shared/vendor/hex-nx0.13 lays them
-# out; see the README).
+# Nx and the test-only Axon and Polaris come from Hex (Nx ~> 0.13 needs Elixir 1.17 or later; where
+# the public Hex repository cannot be reached, scripts/hex_registry.sh serves a local one). :plugboard is
+# the folder beside this one in the repository, and the Hex package everywhere else (a Hex package, or
+# a copy of this folder alone, as scripts/package.sh builds the package from).
 defmodule PlugboardNx.MixProject do
   use Mix.Project
 
@@ -16,7 +16,13 @@ defmodule PlugboardNx.MixProject do
       elixir: "~> 1.17",
       start_permanent: Mix.env() == :prod,
       elixirc_paths: elixirc_paths(Mix.env()),
-      deps: deps()
+      deps: deps(),
+      description: "Nx on plugboard: a defn compiler and a backend over the accelerator a release booted",
+      package: [
+        licenses: ["Apache-2.0"],
+        links: %{"Source" => "https://github.com/plugboard/plugboard"},
+        files: ~w(lib mix.exs README.md)
+      ]
     ]
   end
 
@@ -31,24 +37,22 @@ defmodule PlugboardNx.MixProject do
   # plugboard).
   defp deps do
     [
-      {:plugboard, path: "../plugboard"},
-      hex_package(:nx, "~> 0.13", []),
+      plugboard(),
+      {:nx, "~> 0.13"},
       # Test-only and not started: :plugboard_nx's own .app must not list them (Nx's suite, run by
       # test/nx_suite/run.sh, starts :plugboard_nx from its ebin without Axon on the path).
-      hex_package(:axon, "~> 0.8", only: :test, runtime: false),
-      hex_package(:polaris, "~> 0.1", only: :test, runtime: false)
+      {:axon, "~> 0.8", only: :test, runtime: false},
+      {:polaris, "~> 0.1", only: :test, runtime: false}
     ]
   end
 
-  defp hex_package(name, requirement, opts) do
-    case System.get_env("PLUGBOARD_HEX_MIRROR") do
-      dir when dir in [nil, ""] ->
-        {name, requirement, opts}
+  # In the repository, ../plugboard; in a Hex package (hex_metadata.config beside mix.exs) or a copy of
+  # this folder alone, the Hex package.
+  defp plugboard do
+    sibling = Path.expand("../plugboard", __DIR__)
 
-      dir ->
-        path = Path.expand(Atom.to_string(name), dir)
-        File.dir?(path) || Mix.raise("PLUGBOARD_HEX_MIRROR=#{dir}: no #{name} folder there (#{path})")
-        {name, [path: path] ++ opts}
-    end
+    if File.exists?(Path.join(sibling, "mix.exs")) and not File.exists?(Path.expand("hex_metadata.config", __DIR__)),
+      do: {:plugboard, path: sibling},
+      else: {:plugboard, "~> 0.1"}
   end
 end

@@ -6,9 +6,9 @@
 #   - on, no handler: the run's start and stop events with nobody attached;
 #   - on, summary: Plugboard.Telemetry.Summary attached (what the application starts).
 #
-#   mix run --no-start bench/telemetry.exs PLUGIN      (:telemetry loadable: PLUGBOARD_HEX_MIRROR)
+#   mix run --no-start bench/telemetry.exs PLUGIN      (:telemetry fetched: mix deps.get)
 [plugin] = System.argv()
-Code.ensure_loaded?(:telemetry) || raise "no :telemetry here: build with PLUGBOARD_HEX_MIRROR naming a folder with telemetry/"
+Code.ensure_loaded?(:telemetry) || raise "no :telemetry here: mix deps.get (bench/telemetry.sh points Hex at a repository)"
 {:ok, _} = Application.ensure_all_started(:telemetry)
 {:ok, c} = Plugboard.open(plugin)
 

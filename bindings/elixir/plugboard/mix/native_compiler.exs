@@ -1,6 +1,8 @@
+Code.require_file("precompiled.exs", __DIR__)
+
 defmodule Mix.Tasks.Compile.PlugboardNative do
   @moduledoc """
-  Builds plugboard's native part and installs it into the application's `priv/`:
+  Puts plugboard's native part into the application's `priv/`:
 
       priv/lib/plugboard_nif.so          the NIF (c_src/), over the embedding library
       priv/lib/libplugboard.so.0         plugboard's embedding library
@@ -8,20 +10,77 @@ defmodule Mix.Tasks.Compile.PlugboardNative do
       priv/bin/plugboard                 the CLI (the release step assembles bundles with it)
       priv/bin/plugboard-isolate         the helper that loads a plugin in a child process
 
-  The library comes from an installed plugboard when `PLUGBOARD_PREFIX` names one (what
-  `cmake --install BUILD --prefix P` made); otherwise it is built from this repository's sources
-  into `_build/<env>/plugboard_native/` (minutes the first time; CMake, Ninja and the PJRT header
-  that `scripts/setup.sh` fetches are needed). Nothing is written into the source tree.
+  From, in this order:
+
+    * `PLUGBOARD_PREFIX=P`: an installed plugboard (what `cmake --install BUILD --prefix P` made);
+      only the NIF is compiled, over it.
+    * `PLUGBOARD_BUILD=true`, or a checkout with no `checksum.exs` (the repository itself): built
+      from the sources, the package's `native/` folder or this repository's, into
+      `_build/<env>/plugboard_native/` (minutes; CMake, Ninja, a C++23 compiler, protoc and the
+      `-dev` packages the README lists). The PJRT and XLA FFI headers come with the package.
+    * otherwise the precompiled archive for this NIF version and target, downloaded and checked
+      against the package's `checksum.exs` (`PlugboardNative.Precompiled`): no compiler is needed.
+
+  Nothing is written into the source tree.
   """
   use Mix.Task.Compiler
 
+  alias PlugboardNative.Precompiled
+
+  @package Path.expand("..", __DIR__)
   @repository Path.expand("../../../..", __DIR__)
   @c_src Path.expand("../c_src", __DIR__)
 
   @impl true
   def run(_args) do
     work = Path.join(Mix.Project.build_path(), "plugboard_native")
-    prefix = library_prefix(work)
+
+    case source() do
+      {:prefix, prefix} -> build_nif(work, prefix)
+      {:build, sources, headers} -> build_nif(work, build_library(work, sources, headers))
+      {:precompiled, checksums} -> install_precompiled(checksums)
+    end
+
+    {:ok, []}
+  end
+
+  @doc false
+  # Where the native part comes from (see the moduledoc).
+  def source do
+    prefix = System.get_env("PLUGBOARD_PREFIX")
+    build? = System.get_env("PLUGBOARD_BUILD") in ["1", "true", "TRUE", "yes"]
+
+    cond do
+      prefix not in [nil, ""] -> {:prefix, installed_prefix(Path.expand(prefix))}
+      build? -> sources()
+      true ->
+        case Precompiled.read_checksums(@package) do
+          {:ok, checksums} -> {:precompiled, checksums}
+          :none -> sources()
+          {:error, message} -> Mix.raise("plugboard: " <> message)
+        end
+    end
+  end
+
+  # The package's own copy of the library's sources (native/, with the third-party headers under
+  # native/deps), else this repository's (headers from scripts/setup.sh's folder).
+  defp sources do
+    packaged = Path.join(@package, "native")
+
+    cond do
+      File.exists?(Path.join(packaged, "CMakeLists.txt")) ->
+        {:build, packaged, Path.join(packaged, "deps")}
+
+      File.exists?(Path.join(@repository, "CMakeLists.txt")) ->
+        deps = System.get_env("PLUGBOARD_DEPS_DIR") || Path.join([System.user_home!(), ".cache", "plugboard", "deps"])
+        {:build, @repository, deps}
+
+      true ->
+        Mix.raise("plugboard: no sources to build the native part from (neither #{packaged} nor a repository at #{@repository})")
+    end
+  end
+
+  defp build_nif(work, prefix) do
     nif_build = Path.join(work, "nif")
 
     configure = ["-S", @c_src, "-B", nif_build, "-DCMAKE_BUILD_TYPE=Release", "-Dplugboard_DIR=#{Path.join([prefix, "lib", "cmake", "plugboard"])}",
@@ -36,7 +95,24 @@ defmodule Mix.Tasks.Compile.PlugboardNative do
 
     cmake!(["--build", nif_build, "--parallel", "#{System.schedulers_online()}"], "building the NIF")
     install_priv(prefix, nif_build)
-    {:ok, []}
+  end
+
+  defp install_precompiled(checksums) do
+    version = Mix.Project.config()[:version]
+    priv = Path.join(Mix.Project.app_path(), "priv")
+    stamp = Path.join(priv, ".precompiled")
+
+    with {:ok, file, sha256} <- Precompiled.choose(checksums, version),
+         false <- File.read(stamp) == {:ok, sha256} and File.exists?(Path.join([priv, "lib", "plugboard_nif.so"])),
+         url = Precompiled.url(file, version),
+         _ = Mix.shell().info("plugboard: the precompiled native part #{file} (#{url})"),
+         {:ok, archive} <- Precompiled.fetch(file, url, sha256),
+         :ok <- Precompiled.unpack(archive, priv) do
+      File.write!(stamp, sha256)
+    else
+      true -> :ok
+      {:error, message} -> Mix.raise("plugboard: " <> message)
+    end
   end
 
   @impl true
@@ -46,37 +122,34 @@ defmodule Mix.Tasks.Compile.PlugboardNative do
     :ok
   end
 
-  defp library_prefix(work) do
-    case System.get_env("PLUGBOARD_PREFIX") do
-      prefix when prefix not in [nil, ""] ->
-        prefix = Path.expand(prefix)
-
-        unless File.exists?(Path.join([prefix, "lib", "cmake", "plugboard", "plugboardConfig.cmake"])) do
-          Mix.raise("PLUGBOARD_PREFIX=#{prefix} is not an installed plugboard (no lib/cmake/plugboard/plugboardConfig.cmake)")
-        end
-
-        prefix
-
-      _ ->
-        build = Path.join(work, "library")
-        prefix = Path.join(work, "prefix")
-
-        unless File.exists?(Path.join(build, "CMakeCache.txt")) do
-          Mix.shell().info("plugboard: building the native library from #{@repository} (the first build takes minutes)")
-          deps = System.get_env("PLUGBOARD_DEPS_DIR") || Path.join([System.user_home!(), ".cache", "plugboard", "deps"])
-
-          cmake!(
-            ["-S", @repository, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DPLUGBOARD_TESTS=OFF",
-             "-DPLUGBOARD_BENCH=OFF", "-DPLUGBOARD_DEPS_DIR=#{deps}",
-             "-DPLUGBOARD_CUDA_BRIDGE=#{System.get_env("PLUGBOARD_CUDA_BRIDGE", "AUTO")}"] ++ generator(),
-            "configuring plugboard"
-          )
-        end
-
-        cmake!(["--build", build, "--parallel", "#{System.schedulers_online()}"], "building plugboard")
-        cmake!(["--install", build, "--prefix", prefix, "--strip"], "installing plugboard")
-        prefix
+  defp installed_prefix(prefix) do
+    unless File.exists?(Path.join([prefix, "lib", "cmake", "plugboard", "plugboardConfig.cmake"])) do
+      Mix.raise("PLUGBOARD_PREFIX=#{prefix} is not an installed plugboard (no lib/cmake/plugboard/plugboardConfig.cmake)")
     end
+
+    prefix
+  end
+
+  # Builds and installs the library from `sources` (a CMake project) into _build; `headers` is the
+  # folder holding files/pjrt_header and files/ffi_header (PLUGBOARD_DEPS_DIR's layout).
+  defp build_library(work, sources, headers) do
+    build = Path.join(work, "library")
+    prefix = Path.join(work, "prefix")
+
+    unless File.exists?(Path.join(build, "CMakeCache.txt")) do
+      Mix.shell().info("plugboard: building the native library from #{sources} (the first build takes minutes)")
+
+      cmake!(
+        ["-S", sources, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DPLUGBOARD_TESTS=OFF",
+         "-DPLUGBOARD_BENCH=OFF", "-DPLUGBOARD_DEPS_DIR=#{headers}",
+         "-DPLUGBOARD_CUDA_BRIDGE=#{System.get_env("PLUGBOARD_CUDA_BRIDGE", "AUTO")}"] ++ generator(),
+        "configuring plugboard"
+      )
+    end
+
+    cmake!(["--build", build, "--parallel", "#{System.schedulers_online()}"], "building plugboard")
+    cmake!(["--install", build, "--prefix", prefix, "--strip"], "installing plugboard")
+    prefix
   end
 
   defp install_priv(prefix, nif_build) do

@@ -1,5 +1,5 @@
 defmodule Plugboard.TelemetryAbsentTest do
-  # Without :telemetry (Debian's Elixir, no PLUGBOARD_HEX_MIRROR: plugboard is built without it)
+  # Without :telemetry (an optional dependency: an application that leaves it out has none)
   # nothing is emitted, nothing fails, and the summary says so. With it (a build that has it), the
   # events' own tests are plugboard_nx's test/telemetry_test.exs; here only that it is switched on.
   use ExUnit.Case, async: true

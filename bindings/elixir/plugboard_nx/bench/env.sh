@@ -1,15 +1,17 @@
 # Sourced by the benchmark scripts here (nx_bench.sh, jax_bench.sh): the environment the tests use,
 # run from bindings/elixir/plugboard_nx. PLUGBOARD_PREFIX (an installed plugboard; default
-# build/elixir-prefix after scripts/test_elixir.sh), PLUGBOARD_HEX_MIRROR (default
-# ../shared/vendor/hex-nx0.13 beside the repository), an Elixir >= 1.17 (scripts/elixir_toolchain.sh).
+# build/elixir-prefix after scripts/test_elixir.sh), Nx from Hex (the local registry of
+# scripts/hex_registry.sh while the script runs, or hex.pm), an Elixir >= 1.17 (scripts/elixir_toolchain.sh).
 # Sets `root` (the repository) and `bench_plugins` (the three CPU plugins' files).
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 root=$(cd "$here/../../.." && pwd)
 export PLUGBOARD_PREFIX=${PLUGBOARD_PREFIX:-$root/build/elixir-prefix}
-export PLUGBOARD_HEX_MIRROR=${PLUGBOARD_HEX_MIRROR:-$(cd "$root/../shared/vendor/hex-nx0.13" 2>/dev/null && pwd)}
 . "$root/scripts/elixir_toolchain.sh"
 PATH="$(modern_elixir_bin "$root"):$PATH"
-export MIX_HOME=${MIX_HOME:-$root/build/mix-home-modern}
+export MIX_HOME=${MIX_HOME:-$root/build/mix-home-modern} HEX_HOME=${HEX_HOME:-$root/build/hex-home}
+. "$root/scripts/hex_registry.sh"
+hex_for "$MIX_HOME" "$root/build/hex-registry-bench" >&2
+(cd "$here" && mix deps.get > /dev/null)
 deps=${PLUGBOARD_DEPS_DIR:-$HOME/.cache/plugboard/deps}
 bench_plugins=()
 for p in xla_cpu_081/xla_cpu_pjrt.so xla_cpu_106/libpjrt_cpu.so xla_cpu_115/pjrt_c_api_cpu_plugin.so; do
