@@ -28,6 +28,11 @@ echo "[demo] plugboard doctor --bundle $bundle"
 if command -v mix > /dev/null; then
   prefix="$root/build/elixir-prefix"
   cmake --install "$root/build" --prefix "$prefix" --strip > /dev/null
+  # :plugboard's Hex dependency (the optional :telemetry) from a Hex repository: the local registry
+  # of scripts/hex_registry.sh where the public one cannot be reached.
+  export MIX_HOME=${MIX_HOME:-$root/build/mix-home} HEX_HOME=${HEX_HOME:-$root/build/hex-home}
+  . "$root/scripts/hex_registry.sh"
+  hex_deps_get "$root/bindings/elixir/sample"
   echo "[demo] MIX_ENV=prod mix release compute (bindings/elixir/sample)"
   (cd "$root/bindings/elixir/sample" && PLUGBOARD_PREFIX="$prefix" PLUGBOARD_WHEELS="$deps/wheels" \
      MIX_ENV=prod MIX_BUILD_ROOT="$root/build/sample-build" mix release compute --overwrite --quiet)

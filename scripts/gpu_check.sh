@@ -30,18 +30,21 @@ prepare)
   [ -n "$bridge" ] || { echo "no libplugboard_cuda_bridge.so in $build: configure it with PLUGBOARD_CUDA_BRIDGE=ON (scripts/setup.sh)" >&2; exit 1; }
   . "$root/scripts/elixir_toolchain.sh"
   bin=$(modern_elixir_bin "$root")
-  mirror=${PLUGBOARD_HEX_MIRROR:-$root/../shared/vendor/hex-nx0.13}
-  [ -d "$mirror/nx" ] || { echo "no Nx sources at $mirror (set PLUGBOARD_HEX_MIRROR)" >&2; exit 1; }
   deps=${PLUGBOARD_DEPS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/plugboard/deps}
   cpu=${PLUGBOARD_GPU_CHECK_CPU_PLUGIN:-$deps/files/xla_cpu_081/xla_cpu_pjrt.so}
   rm -rf "$out" && mkdir -p "$out"
   cmake --install "$build" --prefix "$out/prefix" --strip > /dev/null
   echo "[gpu_check] building the gpu_check release (Elixir: $bin)"
+  # Nx from Hex (scripts/hex_registry.sh's local registry where the public one cannot be reached).
+  export MIX_HOME="$out/mix-home" HEX_HOME="$out/hex-home"
+  . "$root/scripts/hex_registry.sh"
+  PATH="$bin:$PATH" hex_deps_get "$root/bindings/elixir/sample"
   (cd "$root/bindings/elixir/sample" && PATH="$bin:$PATH" MIX_ENV=prod MIX_BUILD_ROOT="$out/_build" \
-     MIX_HOME="$out/mix-home" PLUGBOARD_PREFIX="$out/prefix" PLUGBOARD_HEX_MIRROR="$mirror" \
+     PLUGBOARD_PREFIX="$out/prefix" \
      mix release gpu_check --overwrite --path "$out/rel") > "$out/release.log" 2>&1 ||
     { tail -n 30 "$out/release.log"; exit 1; }
-  rm -rf "$out/_build" "$out/mix-home" "$out/prefix"
+  hex_registry_stop
+  rm -rf "$out/_build" "$out/mix-home" "$out/mix-home.registry" "$out/hex-home" "$out/prefix"
   cp "$bridge" "$out/libplugboard_cuda_bridge.so"
   echo "[gpu_check] the CPU reference ($cpu)"
   PLUGBOARD_PLUGIN_PATH=$cpu timeout 300 "$out/rel/bin/gpu_check" eval \

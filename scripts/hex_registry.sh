@@ -13,6 +13,8 @@
 #   hex_registry_stop                      # (also run at the shell's exit)
 #   hex_for MIX_HOME WORK                  # the local registry when PLUGBOARD_HEX_PACKAGES' tarballs
 #                                          # are there, else the public Hex repository (mix local.hex)
+#   hex_deps_get PROJECT_DIR               # hex_for the exported MIX_HOME (registry in
+#                                          # $MIX_HOME.registry), then mix deps.get in PROJECT_DIR
 #
 # Environment: PLUGBOARD_HEX_PACKAGES (default: ../shared/vendor/hex-packages beside the repository)
 # holds the tarballs; PLUGBOARD_HEX_SRC (default: ../shared/vendor/hex-2.5.1) Hex's sources, built
@@ -131,4 +133,10 @@ hex_for() {
     echo "[hex] no Hex tarballs in $packages: the public Hex repository" >&2
     MIX_HOME="$mix_home" mix local.hex --force --if-missing >/dev/null
   fi
+}
+
+# What a script that runs a Mix project here needs first (MIX_HOME and HEX_HOME exported).
+hex_deps_get() {
+  hex_for "${MIX_HOME:?hex_deps_get needs MIX_HOME}" "$MIX_HOME.registry" >&2 || return 1
+  (cd "$1" && mix deps.get > /dev/null) || { echo "mix deps.get failed in $1" >&2; return 1; }
 }

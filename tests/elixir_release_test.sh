@@ -60,11 +60,9 @@ rel=$MIX_BUILD_ROOT/prod/rel/compute
 lock=$sample/plugboard.lock
 [ -f "$lock" ] && cp "$lock" "$work/lock.before"
 
-# The sample's Hex dependencies (Nx, Axon: plain requirements, from the Hex repository MIX_HOME's Hex
-# is pointed at).
-if [ "${PLUGBOARD_WITH_NX:-0}" = 1 ]; then
-  (cd "$sample" && mix deps.get) > "$work/deps.log" 2>&1 || { echo "FAIL: mix deps.get in the sample"; tail -n 20 "$work/deps.log"; exit 1; }
-fi
+# The sample's Hex dependencies (:telemetry; Nx and Axon with PLUGBOARD_WITH_NX: plain requirements,
+# from the Hex repository MIX_HOME's Hex is pointed at).
+(cd "$sample" && mix deps.get) > "$work/deps.log" 2>&1 || { echo "FAIL: mix deps.get in the sample"; tail -n 20 "$work/deps.log"; exit 1; }
 
 build() {  # build LOG [ENV=VALUE...]: the compute release; the exit status of mix
   local log=$1; shift

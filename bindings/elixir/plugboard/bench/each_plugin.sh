@@ -14,8 +14,8 @@ cmake --install "$build" --prefix "$build/elixir-prefix" --strip >/dev/null
 export PLUGBOARD_PREFIX="$build/elixir-prefix" MIX_ENV=prod
 export MIX_HOME=${MIX_HOME:-$build/mix-home} HEX_HOME=${HEX_HOME:-$build/hex-home}
 . "$root/scripts/hex_registry.sh"
-hex_for "$MIX_HOME" "$build/hex-registry-bench" >&2
-(cd "$root/bindings/elixir/plugboard" && mix deps.get >/dev/null && mix compile >/dev/null)
+hex_deps_get "$root/bindings/elixir/plugboard"
+(cd "$root/bindings/elixir/plugboard" && mix compile >/dev/null)
 for plugin in "$deps/files/xla_cpu_081/xla_cpu_pjrt.so" "$deps/files/xla_cpu_106/libpjrt_cpu.so" "$deps/files/xla_cpu_115/pjrt_c_api_cpu_plugin.so"; do
   # The newer plugins log a warning per compile-cache entry loaded on this processor: not a figure.
   (cd "$root/bindings/elixir/plugboard" && mix run --no-start "bench/$script" "$plugin" 2> >(grep -v cpu_aot_loader >&2))

@@ -50,6 +50,10 @@ EOF
 rel=$proj/_build/prod/rel
 releases="compute compute_cpu compute_cuda13 compute_rocm7"
 
+# :compute's Hex dependencies (:plugboard's optional :telemetry) from a Hex repository (scripts/hex_registry.sh).
+export MIX_HOME=${MIX_HOME:-$work/mix-home} HEX_HOME=${HEX_HOME:-$work/hex-home}
+. "$here/../../../../scripts/hex_registry.sh"
+hex_deps_get "$proj"
 echo "building $releases (offline from $PLUGBOARD_WHEELS) in $proj"
 for r in $releases; do
   (cd "$proj" && mix release "$r" --overwrite) > "$work/build-$r.log" 2>&1 || { tail -n 30 "$work/build-$r.log"; exit 1; }

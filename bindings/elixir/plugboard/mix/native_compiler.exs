@@ -16,8 +16,8 @@ defmodule Mix.Tasks.Compile.PlugboardNative do
       only the NIF is compiled, over it.
     * `PLUGBOARD_BUILD=true`, or a checkout with no `checksum.exs` (the repository itself): built
       from the sources, the package's `native/` folder or this repository's, into
-      `_build/<env>/plugboard_native/` (minutes; CMake, Ninja, a C++23 compiler, protoc and the
-      `-dev` packages the README lists). The PJRT and XLA FFI headers come with the package.
+      `_build/<env>/plugboard_native/` (minutes; CMake, a C++23 compiler and the `-dev` packages
+      the README lists; Ninja when there is one). The PJRT and XLA FFI headers come with the package.
     * otherwise the precompiled archive for this NIF version and target, downloaded and checked
       against the package's `checksum.exs` (`PlugboardNative.Precompiled`): no compiler is needed.
 

@@ -156,7 +156,7 @@ defmodule PlugboardNative.Precompiled do
   defp cannot_download(url, why) do
     "cannot download the precompiled native part from #{url}: #{why}. Set PLUGBOARD_PRECOMPILED_URL " <>
       "to a template where it can be had ({filename} stands for its name), or PLUGBOARD_BUILD=true to build " <>
-      "it from the package's sources (needs CMake, Ninja, a C++23 compiler and protoc)"
+      "it from the package's sources (needs CMake, a C++23 compiler and zlib's headers)"
   end
 
   @doc "Checks `path` against `sha256`; a mismatch removes it from the cache and says so."

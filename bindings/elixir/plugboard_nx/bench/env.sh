@@ -10,8 +10,7 @@ export PLUGBOARD_PREFIX=${PLUGBOARD_PREFIX:-$root/build/elixir-prefix}
 PATH="$(modern_elixir_bin "$root"):$PATH"
 export MIX_HOME=${MIX_HOME:-$root/build/mix-home-modern} HEX_HOME=${HEX_HOME:-$root/build/hex-home}
 . "$root/scripts/hex_registry.sh"
-hex_for "$MIX_HOME" "$root/build/hex-registry-bench" >&2
-(cd "$here" && mix deps.get > /dev/null)
+hex_deps_get "$here"
 deps=${PLUGBOARD_DEPS_DIR:-$HOME/.cache/plugboard/deps}
 bench_plugins=()
 for p in xla_cpu_081/xla_cpu_pjrt.so xla_cpu_106/libpjrt_cpu.so xla_cpu_115/pjrt_c_api_cpu_plugin.so; do
