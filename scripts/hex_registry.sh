@@ -54,8 +54,11 @@ hex_client_archive() {
 # Signs WORK/public again (after tarballs were added); a fresh key the first time.
 hex_registry_sign() {
   local work=$1
-  [ -f "$work/key.pem" ] || openssl genrsa -out "$work/key.pem" 2048 2>/dev/null ||
-    { echo "openssl genrsa failed (the registry's key)" >&2; return 1; }
+  # The registry's key, made by Erlang's public_key (no openssl command needed).
+  [ -f "$work/key.pem" ] || elixir -e '
+    key = :public_key.generate_key({:rsa, 2048, 65537})
+    File.write!(hd(System.argv()), :public_key.pem_encode([:public_key.pem_entry_encode(:RSAPrivateKey, key)]))' \
+    "$work/key.pem" || { echo "making the registry's key failed" >&2; return 1; }
   (cd "$work" && MIX_HOME="$work/mix-home" mix hex.registry build public --name=hexpm --private-key=key.pem) \
     >"$work/registry.log" 2>&1 || { echo "mix hex.registry build failed: see $work/registry.log" >&2; return 1; }
 }
