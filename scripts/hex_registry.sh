@@ -8,7 +8,6 @@
 #   hex_client_archive                    # prints the path of Hex's archive (built once, cached)
 #   hex_registry_start WORK [TARBALL...]   # builds WORK/public from PLUGBOARD_HEX_PACKAGES' tarballs
 #                                          # and the extra ones, serves it; sets HEX_REGISTRY_URL
-#   hex_registry_add TARBALL...            # adds packages to the running registry (signed again)
 #   hex_use_registry MIX_HOME              # installs Hex into MIX_HOME and points its hexpm there
 #   hex_registry_stop                      # (also run at the shell's exit)
 #   hex_for MIX_HOME WORK                  # the local registry when PLUGBOARD_HEX_PACKAGES' tarballs
@@ -18,7 +17,7 @@
 #
 # Environment: PLUGBOARD_HEX_PACKAGES (default: ../shared/vendor/hex-packages beside the repository)
 # holds the tarballs; PLUGBOARD_HEX_SRC (default: ../shared/vendor/hex-2.5.1) Hex's sources, built
-# with the `mix` on PATH into ${XDG_CACHE_HOME:-~/.cache}/plugboard/hex-VERSION/hex.ez once.
+# with the `mix` on PATH into ${XDG_CACHE_HOME:-~/.cache}/plugboard/hex-VERSION-elixir-V/hex.ez once.
 # Any mix task run with such a MIX_HOME should also get a HEX_HOME of its own (Hex caches tarballs by
 # name and version there; the project's own packages change between runs with the same version).
 
@@ -33,7 +32,8 @@ hex_client_archive() {
   local version cache dest
   version=$(sed -n 's/^ *@version "\(.*\)"/\1/p' "$src/mix.exs" | head -n 1)
   [ -n "$version" ] || { echo "cannot read Hex's version from $src/mix.exs" >&2; return 1; }
-  cache=${XDG_CACHE_HOME:-$HOME/.cache}/plugboard/hex-$version
+  # Keyed by the Elixir that builds it too: the archive is compiled for it.
+  cache=${XDG_CACHE_HOME:-$HOME/.cache}/plugboard/hex-$version-elixir-$(elixir -e 'IO.write(System.version())')
   dest="$cache/hex.ez"
   mkdir -p "$cache"
   (
@@ -72,14 +72,18 @@ hex_registry_start() {
   fi
   local hex
   hex=$(hex_client_archive) || return 1
+  # A server left by an interrupted run of the same WORK goes first.
+  [ -f "$work/server.pid" ] && kill "$(cat "$work/server.pid")" 2>/dev/null
   rm -rf "$work"
-  mkdir -p "$work/public/tarballs"
+  mkdir -p "$work/public/tarballs" || return 1
   MIX_HOME="$work/mix-home" mix archive.install --force "$hex" >/dev/null || return 1
-  cp "$packages"/*.tar "$work/public/tarballs/"
-  [ $# -gt 0 ] && cp "$@" "$work/public/tarballs/"
+  cp "$packages"/*.tar "$work/public/tarballs/" || return 1
+  if [ $# -gt 0 ]; then cp "$@" "$work/public/tarballs/" || return 1; fi
   hex_registry_sign "$work" || return 1
-  # Port 0: the kernel picks a free one; the server writes it down once it listens.
-  python3 - "$work/public" "$work/port" >"$work/server.log" 2>&1 <<'PY' &
+  # Port 0: the kernel picks a free one; the server writes it down once it listens. A session of its
+  # own (setsid), so that a Ctrl-C of the caller's job does not leave it half-stopped; stopped by
+  # hex_registry_stop, at the caller's exit, or by the next start in the same WORK.
+  setsid python3 - "$work/public" "$work/port" >"$work/server.log" 2>&1 <<'PY' &
 import functools, http.server, os, sys
 root, port_file = sys.argv[1:3]
 handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=root)
@@ -90,19 +94,17 @@ os.rename(port_file + ".tmp", port_file)
 server.serve_forever()
 PY
   hex_registry_pid=$!
-  hex_registry_work=$work
-  trap hex_registry_stop EXIT
+  echo "$hex_registry_pid" > "$work/server.pid"
+  # Added to the caller's EXIT trap, not in place of it.
+  local previous
+  previous=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")
+  trap "hex_registry_stop${previous:+; $previous}" EXIT
   local i
   for i in $(seq 100); do [ -f "$work/port" ] && break; sleep 0.1; done
   [ -f "$work/port" ] || { echo "the registry server did not start: see $work/server.log" >&2; return 1; }
   export HEX_REGISTRY_URL="http://127.0.0.1:$(cat "$work/port")"
   export HEX_REGISTRY_PUBLIC_KEY="$work/public/public_key"
   echo "[hex] local Hex registry at $HEX_REGISTRY_URL ($(ls "$work/public/tarballs" | wc -l) packages)"
-}
-
-hex_registry_add() {
-  cp "$@" "$hex_registry_work/public/tarballs/"
-  hex_registry_sign "$hex_registry_work"
 }
 
 hex_use_registry() {

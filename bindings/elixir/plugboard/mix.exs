@@ -30,8 +30,12 @@ defmodule Plugboard.MixProject do
     [extra_applications: [:logger], mod: {Plugboard.Application, []}]
   end
 
-  # :telemetry is optional: Plugboard.Telemetry emits nothing without it.
-  defp deps, do: [{:telemetry, "~> 1.0", optional: true}]
+  # :telemetry is optional: Plugboard.Telemetry emits nothing without it. Asked for from Hex when Mix
+  # has Hex (every project fetching packages does, and `mix hex.build` puts it in the package's
+  # metadata); a path dependency built without Hex (offline, Debian's Elixir) goes without.
+  defp deps do
+    if Code.ensure_loaded?(Hex), do: [{:telemetry, "~> 1.0", optional: true}], else: []
+  end
 
   # What `mix hex.build` packs: scripts/package.sh adds native/ (the library's sources and the PJRT
   # and XLA FFI headers) and checksum.exs (the precompiled archives' sha256) to a copy of this folder.

@@ -33,20 +33,29 @@ defmodule Mix.Tasks.Compile.PlugboardNative do
 
   @impl true
   def run(_args) do
-    work = Path.join(Mix.Project.build_path(), "plugboard_native")
-
-    case source() do
-      {:prefix, prefix} -> build_nif(work, prefix)
-      {:build, sources, headers} -> build_nif(work, build_library(work, sources, headers))
+    case source(Precompiled.read_checksums(@package)) do
       {:precompiled, checksums} -> install_precompiled(checksums)
+      built -> build!(built)
     end
 
     {:ok, []}
   end
 
   @doc false
-  # Where the native part comes from (see the moduledoc).
-  def source do
+  # For `mix plugboard.precompile`: builds from PLUGBOARD_PREFIX or the sources, never from an
+  # archive; the files (relative to priv/) it installed.
+  def build!(from \\ source(:none)) do
+    work = Path.join(Mix.Project.build_path(), "plugboard_native")
+
+    case from do
+      {:prefix, prefix} -> build_nif(work, prefix)
+      {:build, sources, headers} -> build_nif(work, build_library(work, sources, headers))
+    end
+  end
+
+  @doc false
+  # Where the native part comes from (see the moduledoc), given what read_checksums/1 found.
+  def source(checksums) do
     prefix = System.get_env("PLUGBOARD_PREFIX")
     build? = System.get_env("PLUGBOARD_BUILD") in ["1", "true", "TRUE", "yes"]
 
@@ -54,10 +63,10 @@ defmodule Mix.Tasks.Compile.PlugboardNative do
       prefix not in [nil, ""] -> {:prefix, installed_prefix(Path.expand(prefix))}
       build? -> sources()
       true ->
-        case Precompiled.read_checksums(@package) do
+        case checksums do
           {:ok, checksums} -> {:precompiled, checksums}
           :none -> sources()
-          {:error, message} -> Mix.raise("plugboard: " <> message)
+          {:error, message} -> Mix.raise("plugboard: " <> message <> " (set PLUGBOARD_BUILD=true to build from the sources)")
         end
     end
   end
@@ -100,14 +109,15 @@ defmodule Mix.Tasks.Compile.PlugboardNative do
   defp install_precompiled(checksums) do
     version = Mix.Project.config()[:version]
     priv = Path.join(Mix.Project.app_path(), "priv")
-    stamp = Path.join(priv, ".precompiled")
+    stamp = Path.join(priv, Precompiled.stamp_file())
 
     with {:ok, file, sha256} <- Precompiled.choose(checksums, version),
          false <- File.read(stamp) == {:ok, sha256} and File.exists?(Path.join([priv, "lib", "plugboard_nif.so"])),
          url = Precompiled.url(file, version),
          _ = Mix.shell().info("plugboard: the precompiled native part #{file} (#{url})"),
-         {:ok, archive} <- Precompiled.fetch(file, url, sha256),
-         :ok <- Precompiled.unpack(archive, priv) do
+         {:ok, bytes} <- Precompiled.fetch(file, url, sha256),
+         _ = File.rm(stamp),
+         :ok <- Precompiled.unpack(bytes, file, priv) do
       File.write!(stamp, sha256)
     else
       true -> :ok
@@ -152,20 +162,28 @@ defmodule Mix.Tasks.Compile.PlugboardNative do
     prefix
   end
 
+  # priv/ holds exactly what this build made: the precompiled stamp goes (a later precompiled
+  # install must not take these files for its archive's) and so does anything the build no longer
+  # makes (a bridge, a copy's leftover).
   defp install_priv(prefix, nif_build) do
     priv = Path.join(Mix.Project.app_path(), "priv")
-    lib = Path.join(priv, "lib")
-    bin = Path.join(priv, "bin")
-    File.mkdir_p!(lib)
-    File.mkdir_p!(bin)
-    copy(Path.join(nif_build, "plugboard_nif.so"), Path.join(lib, "plugboard_nif.so"))
-    copy(Path.join([prefix, "lib", "libplugboard.so.0"]), Path.join(lib, "libplugboard.so.0"))
+    File.rm(Path.join(priv, Precompiled.stamp_file()))
 
-    for bridge <- Path.wildcard(Path.join([prefix, "lib", "libplugboard_*_bridge.so"])),
-        do: copy(bridge, Path.join(lib, Path.basename(bridge)))
+    files =
+      [{Path.join(nif_build, "plugboard_nif.so"), "lib/plugboard_nif.so"},
+       {Path.join([prefix, "lib", "libplugboard.so.0"]), "lib/libplugboard.so.0"}] ++
+        for(bridge <- Path.wildcard(Path.join([prefix, "lib", "libplugboard_*_bridge.so"])),
+            do: {bridge, "lib/" <> Path.basename(bridge)}) ++
+        for(tool <- ["plugboard", "plugboard-isolate"], do: {Path.join([prefix, "bin", tool]), "bin/" <> tool})
 
-    for tool <- ["plugboard", "plugboard-isolate"],
-        do: copy(Path.join([prefix, "bin", tool]), Path.join(bin, tool))
+    for dir <- ["lib", "bin"], do: File.mkdir_p!(Path.join(priv, dir))
+    for {from, to} <- files, do: copy(from, Path.join(priv, to))
+    wanted = MapSet.new(files, &elem(&1, 1))
+
+    for dir <- ["lib", "bin"], entry <- File.ls!(Path.join(priv, dir)), not MapSet.member?(wanted, "#{dir}/#{entry}"),
+        do: File.rm_rf!(Path.join([priv, dir, entry]))
+
+    Enum.map(files, &elem(&1, 1))
   end
 
   # Copies when the source changed (follows links: the library is installed as a link chain).

@@ -1,6 +1,6 @@
 defmodule Plugboard.TelemetryAbsentTest do
-  # Without :telemetry (an optional dependency: an application that leaves it out has none)
-  # nothing is emitted, nothing fails, and the summary says so. With it (a build that has it), the
+  # Without :telemetry (an optional dependency: a build without Hex, or an application that leaves
+  # it out, has none) nothing is emitted, nothing fails, and the summary says so. With it (a build that has it), the
   # events' own tests are plugboard_nx's test/telemetry_test.exs; here only that it is switched on.
   use ExUnit.Case, async: true
   import Plugboard.TestSupport
@@ -21,6 +21,14 @@ defmodule Plugboard.TelemetryAbsentTest do
     assert {:ok, [_]} = Plugboard.await(run)
 
     snapshot = Summary.snapshot()
+
+    # scripts/test_elixir.sh says which build this is (a test pass without Hex has no :telemetry),
+    # so that each branch below is known to have run.
+    case System.get_env("PLUGBOARD_EXPECT_TELEMETRY") do
+      "1" -> assert Code.ensure_loaded?(:telemetry), "this pass was built with :telemetry"
+      "0" -> refute Code.ensure_loaded?(:telemetry), "this pass was built without :telemetry"
+      _ -> :ok
+    end
 
     if Code.ensure_loaded?(:telemetry) do
       assert Plugboard.Telemetry.enabled?()
