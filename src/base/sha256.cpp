@@ -168,6 +168,9 @@ Sha256::Sha256(Engine engine)
       state_(kInitialState) {}
 
 void Sha256::update(std::span<const std::byte> data) {
+  // An empty span may hold a null pointer (sha256_hex({})), and memcpy from null is undefined even
+  // for 0 bytes.
+  if (data.empty()) return;
   total_bytes_ += data.size();
   if (pending_size_ > 0) {
     const size_t take = std::min(data.size(), kBlockBytes - pending_size_);
@@ -181,7 +184,7 @@ void Sha256::update(std::span<const std::byte> data) {
   const size_t whole = data.size() / kBlockBytes;
   if (whole > 0) compress_(state_.data(), data.data(), whole);
   data = data.subspan(whole * kBlockBytes);
-  std::memcpy(pending_.data(), data.data(), data.size());
+  if (!data.empty()) std::memcpy(pending_.data(), data.data(), data.size());
   pending_size_ = data.size();
 }
 
