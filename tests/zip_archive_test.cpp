@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -172,6 +173,73 @@ TEST(ZipArchive, Zip64ArchiveReadsLikeAnyOther) {
   forged[record + 32] = 3;  // its entry count
   write_text(wheel, forged);
   expect_data_loss(status_of(Wheel::open(wheel)), {wheel.string(), "zip64"});
+}
+
+// An archive written as to a pipe (Python's zipfile on a stream that cannot seek): every member's
+// local header has general purpose flag bit 3 and zeros for its CRC-32 and sizes, which follow its
+// data in a data descriptor; the central directory has them. Read back exactly, zip64 too (a
+// descriptor with 8-byte sizes), and its CRC-32 still checked.
+TEST(ZipArchive, MembersWithDataDescriptorsReadLikeAnyOther) {
+  ScratchDir dir;
+  const std::string text = varied_text(200000);
+  const std::vector<ZipMember> members = {
+      {.name = "pkg/a.txt", .content = text},
+      {.name = "pkg/lib.so", .file = fs::path(PLUGBOARD_FIXTURE_NO_GET_PJRT_API)},
+      {.name = "pkg/stored.bin", .content = text, .method = "stored"},
+      {.name = "pkg/empty.txt", .content = ""},
+  };
+  for (const bool zip64 : {false, true}) {
+    SCOPED_TRACE(zip64 ? "zip64" : "zip32");
+    const fs::path wheel = dir / (zip64 ? "zip64-1.0-py3-none-any.whl" : "zip32-1.0-py3-none-any.whl");
+    ASSERT_NO_FATAL_FAILURE(write_zip(wheel, members,
+                                      ZipOptions{.zip64_limit = zip64 ? std::optional<uint64_t>(1000) : std::nullopt,
+                                                 .streamed = true}));
+    // Every local header says "data descriptor", with no CRC-32 or sizes of its own.
+    const std::string bytes = read_text(wheel);
+    size_t locals = 0;
+    for (size_t at = bytes.find("PK\x03\x04"); at != std::string::npos; at = bytes.find("PK\x03\x04", at + 4)) {
+      if (at + 30 > bytes.size()) break;
+      const auto field = [&](size_t off, size_t n) {
+        uint32_t v = 0;
+        for (size_t i = 0; i < n; ++i) v |= uint32_t{static_cast<unsigned char>(bytes[at + off + i])} << (8 * i);
+        return v;
+      };
+      if (field(26, 2) == 0 || at + 30 + field(26, 2) > bytes.size() ||
+          bytes.compare(at + 30, 4, "pkg/") != 0)
+        continue;  // "PK\3\4" inside some member's data
+      ++locals;
+      EXPECT_NE(field(kFlags.local, 2) & 0x0008, 0u) << "no data descriptor flag at offset " << at;
+      EXPECT_EQ(field(kCrc.local, 4), 0u) << "a CRC-32 in the local header at offset " << at;
+    }
+    ASSERT_EQ(locals, members.size()) << "not the archive a stream that cannot seek gets";
+    ASSERT_NE(bytes.find("PK\x07\x08"), std::string::npos) << "no data descriptor signature";
+
+    auto w = Wheel::open(wheel);
+    PB_ASSERT_OK(w);
+    ASSERT_EQ(w->members().size(), members.size());
+    EXPECT_EQ(read_member(*w, "pkg/a.txt").value(), text);
+    EXPECT_EQ(read_member(*w, "pkg/lib.so").value(), read_text(PLUGBOARD_FIXTURE_NO_GET_PJRT_API));
+    EXPECT_EQ(read_member(*w, "pkg/stored.bin").value(), text);
+    EXPECT_EQ(read_member(*w, "pkg/empty.txt").value(), "");
+  }
+
+  // The CRC-32 the central directory holds is checked all the same.
+  const fs::path one = dir / "one-1.0-py3-none-any.whl";
+  ASSERT_NO_FATAL_FAILURE(write_zip(one, {{.name = "pkg/a.txt", .content = text}}, ZipOptions{.streamed = true}));
+  std::string bytes = read_text(one);
+  const size_t central = bytes.rfind("PK\x01\x02");
+  ASSERT_NE(central, std::string::npos);
+  bytes[central + kCrc.central] = static_cast<char>(bytes[central + kCrc.central] ^ 1);
+  write_text(one, bytes);
+  auto w = Wheel::open(one);
+  PB_ASSERT_OK(w);
+  expect_data_loss(status_of(read_member(*w, "pkg/a.txt")), {one.string(), "pkg/a.txt", "CRC-32"});
+  // Without bit 3 its local header's zeros are a CRC-32 and sizes, which disagree with the central directory.
+  ASSERT_NO_FATAL_FAILURE(write_zip(one, {{.name = "pkg/a.txt", .content = text}}, ZipOptions{.streamed = true}));
+  ASSERT_NO_FATAL_FAILURE(set_field(one, kFlags, get_field(one, kFlags) & ~0x0008u, /*local=*/true, /*central=*/false));
+  auto unflagged = Wheel::open(one);
+  PB_ASSERT_OK(unflagged);
+  expect_data_loss(status_of(read_member(*unflagged, "pkg/a.txt")), {one.string(), "pkg/a.txt", "local header"});
 }
 
 TEST(ZipArchive, ACorruptCrcIsDataLossNamingWheelAndMember) {

@@ -34,6 +34,9 @@ struct ZipOptions {
   // Sizes, offsets and counts past this are written as zip64 (central directory extra fields, the
   // zip64 end record and its locator), however small the archive.
   std::optional<uint64_t> zip64_limit;
+  // Written as to a pipe (a stream that cannot seek): each member's CRC-32 and sizes in a data
+  // descriptor after its data (general purpose flag bit 3), zeros in its local header.
+  bool streamed = false;
 };
 
 // Writes `path`; a failure fails the calling test (check with ASSERT_NO_FATAL_FAILURE).
@@ -41,6 +44,7 @@ inline void write_zip(const std::filesystem::path& path, const std::vector<ZipMe
                       const ZipOptions& options = {}) {
   nlohmann::json spec = {{"path", path.string()}, {"members", nlohmann::json::array()}};
   if (options.zip64_limit) spec["zip64_limit"] = *options.zip64_limit;
+  if (options.streamed) spec["streamed"] = true;
   for (const ZipMember& m : members) {
     nlohmann::json j = {{"name", m.name}, {"force_zip64", m.force_zip64}};
     if (m.file) {

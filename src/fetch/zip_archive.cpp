@@ -299,7 +299,8 @@ Status ZipArchive::read_stored(const ZipEntry& entry, uint64_t data_offset, cons
 
 Status ZipArchive::read_deflated(const ZipEntry& entry, uint64_t data_offset, const Sink& sink) const {
   Inflater inflater;
-  if (!inflater.start()) return make_error(Code::kResourceExhausted, "zlib could not start inflating " + entry.name);
+  if (!inflater.start())
+    return make_error(Code::kResourceExhausted, name_ + ": member " + entry.name + ": zlib could not start inflating it");
   z_stream& z = inflater.stream();
   std::vector<std::byte> in(at_most(kChunkBytes, std::max<uint64_t>(entry.compressed_size, 1)));
   std::vector<std::byte> out(kChunkBytes);
@@ -331,7 +332,8 @@ Status ZipArchive::read_deflated(const ZipEntry& entry, uint64_t data_offset, co
     }
     if (rc == Z_STREAM_END) break;
     if (rc == Z_DATA_ERROR) return corrupt(entry, std::string("invalid deflate data (") + (z.msg ? z.msg : "zlib") + ")");
-    if (rc == Z_MEM_ERROR) return make_error(Code::kResourceExhausted, "zlib ran out of memory inflating " + entry.name);
+    if (rc == Z_MEM_ERROR)
+      return make_error(Code::kResourceExhausted, name_ + ": member " + entry.name + ": zlib ran out of memory inflating it");
     const bool input_left = z.avail_in > 0 || read_so_far < entry.compressed_size;
     if (!input_left && produced == 0)
       return corrupt(entry, "its deflate data ends before the deflate stream does: truncated");
