@@ -77,7 +77,6 @@ TEST(ProtobufWire, MalformedMessagesAreDataLoss) {
       BYTES("\x0c"),                                          // an end of group without its start
       BYTES("\x0b\x08\x01"),                                  // a group that does not end
       BYTES("\x0b\x14"),                                      // a group ended with another number
-      std::string(101, '\x0b'),                               // groups nested past 100
   };
   for (const std::string& b : bad) {
     ProtoReader r(b);
@@ -86,6 +85,24 @@ TEST(ProtobufWire, MalformedMessagesAreDataLoss) {
     while (more && *more) more = r.next(f);
     ASSERT_FALSE(more) << "accepted " << ::testing::PrintToString(b);
     EXPECT_EQ(more.error().code(), Code::kDataLoss);
+  }
+  // Groups nested 100 deep (protobuf's limit) are read past; 101 deep are refused as too deep, each
+  // one closed (so that nothing but the limit refuses them).
+  for (const int depth : {1, 100, 101}) {
+    const std::string nested = std::string(depth, '\x0b') + std::string(depth, '\x0c') + BYTES("\x10\x07");
+    ProtoReader r(nested);
+    ProtoField f;
+    Expected<bool> more = r.next(f);
+    if (depth <= ProtoReader::kMaxDepth) {
+      ASSERT_TRUE(more && *more) << depth << " deep: " << (more ? "no field" : more.error().to_string());
+      EXPECT_EQ(f.number, 2u);  // the field after the groups
+      EXPECT_EQ(f.value, 7u);
+      EXPECT_FALSE(r.next(f).value());
+    } else {
+      ASSERT_FALSE(more) << depth << " deep: accepted";
+      EXPECT_EQ(more.error().code(), Code::kDataLoss);
+      EXPECT_NE(more.error().to_string().find("groups nested too deep"), std::string::npos) << more.error().to_string();
+    }
   }
   // A packed run cut inside a varint.
   std::vector<uint64_t> out;
