@@ -8,11 +8,15 @@
 # Needs root (debootstrap, mount, chroot).
 #
 # A command runs in a throwaway view of the cached root, which stays as debootstrap left it: an
-# overlay (the root below, a temporary folder above) in a mount namespace of its own; where overlayfs
-# or unshare are not to be had, the copied files go into the root's /opt/bare-run.PID and are removed
-# afterwards. /proc, /dev (bind) and /sys are mounted for the command and unmounted after it, whatever
-# happens (trap). The command runs with `env -i`: HOME (a fresh folder), PATH, LANG=C.UTF-8 and the
-# --env given, under a timeout (exit 124 when it ran out).
+# overlay (the root below, a temporary folder above) in a mount namespace of its own. Where overlayfs
+# is not to be had, or mounting it fails (TMPDIR on an overlayfs cannot hold the upper folder), the
+# copy way, chosen by itself: the run's files go into the root's /opt/bare-run.PID (one folder per
+# run, so that runs side by side do not clobber each other's copies), which the command sees as /opt
+# (a bind mount in the run's mount namespace); all of it is removed afterwards, and what a killed
+# run left behind by the next run. Without unshare, the copies are linked as /opt/NAME in the root
+# itself (refused while another live run holds NAME). /proc, /dev (bind) and /sys are mounted for the
+# command and unmounted after it, whatever happens (trap). The command runs with `env -i`: HOME (a
+# fresh folder), PATH, LANG=C.UTF-8 and the --env given, under a timeout (exit 124 when it ran out).
 #
 #   scripts/bare_root.sh root SUITE                 print the cached root of SUITE (made once)
 #   scripts/bare_root.sh run [OPTIONS] SUITE -- COMMAND [ARG...]
@@ -23,7 +27,7 @@
 #
 # Sourced (`. scripts/bare_root.sh`), it defines bare_root SUITE and bare_run [OPTIONS] SUITE -- CMD...
 # with the same meaning. Environment: XDG_CACHE_HOME, PLUGBOARD_DEBIAN_MIRROR (default
-# http://deb.debian.org/debian), BARE_ROOT_NO_OVERLAY=1 (use the copy-into-/opt way).
+# http://deb.debian.org/debian), BARE_ROOT_NO_OVERLAY=1 (use the copy way).
 
 bare_root_dir() {  # bare_root_dir SUITE: where the cached root of SUITE is (made or not)
   echo "${XDG_CACHE_HOME:-$HOME/.cache}/plugboard/roots/$1"
@@ -45,10 +49,20 @@ bare_root_ensure_tool() {
 bare_root_unmount_under() {
   local dir m
   dir=$(readlink -f "$1" 2> /dev/null) || return 0
-  # /proc/self/mounts escapes spaces as \040; the folders here have none.
-  awk '{ print $2 }' /proc/self/mounts | grep -E "^$dir(/|$)" | sort -r | while read -r m; do
-    umount "$m" 2> /dev/null || umount -l "$m" 2> /dev/null || true
-  done
+  # DIR and the folders below it, compared as strings (not a pattern); /proc/self/mounts writes a
+  # space, tab, newline and backslash in a path as \040, \011, \012 and \134.
+  BARE_ROOT_UNDER=$dir awk '
+    function unescape(s) { gsub(/\\040/, " ", s); gsub(/\\011/, "\t", s); gsub(/\\012/, "\n", s); gsub(/\\134/, "\\", s); return s }
+    BEGIN { d = ENVIRON["BARE_ROOT_UNDER"]; prefix = d == "/" ? "/" : d "/" }
+    { m = unescape($2); if (m == d || index(m, prefix) == 1) print m }' /proc/self/mounts | sort -r |
+    while IFS= read -r m; do
+      umount "$m" 2> /dev/null || umount -l "$m" 2> /dev/null || true
+    done
+}
+
+# bare_root_valid DIR: whether DIR is a made root (a shell and the dynamic loader).
+bare_root_valid() {
+  [ -x "$1/bin/sh" ] && { [ -e "$1/lib64/ld-linux-x86-64.so.2" ] || [ -e "$1/lib/ld-linux-aarch64.so.1" ]; }
 }
 
 # bare_root SUITE: prints the cached root of SUITE, making it first when it is not there.
@@ -56,31 +70,44 @@ bare_root() {
   local suite=${1:?usage: bare_root SUITE}
   local dir tmp lock log made mirror t0 t1 rc pid
   dir=$(bare_root_dir "$suite")
-  if [ -x "$dir/bin/sh" ] && { [ -e "$dir/lib64/ld-linux-x86-64.so.2" ] || [ -e "$dir/lib/ld-linux-aarch64.so.1" ]; }; then
+  if bare_root_valid "$dir"; then
     echo "$dir"; return 0
   fi
   [ "$(id -u)" -eq 0 ] || { echo "bare_root: making the $suite root needs root (debootstrap)" >&2; return 1; }
-  PATH="$PATH:/usr/sbin:/sbin"
+  # debootstrap, chroot and the tools it runs are in the sbin folders (for this function and what it
+  # starts only: a caller that sourced this file keeps its PATH).
+  local -x PATH="$PATH:/usr/sbin:/sbin"
   bare_root_ensure_tool debootstrap debootstrap debian-archive-keyring || return 1
   bare_root_ensure_tool flock util-linux || return 1
+  bare_root_ensure_tool setsid util-linux || return 1
   mkdir -p "$(dirname "$dir")" || return 1
   tmp=$dir.tmp lock=$dir.lock log=$dir.log made=$dir.made
   mirror=${PLUGBOARD_DEBIAN_MIRROR:-http://deb.debian.org/debian}
   (
     flock 9
-    [ -x "$dir/bin/sh" ] && exit 0   # made by another run while this one waited for the lock
-    if [ -e "$tmp" ]; then           # left by an interrupted run: start again (nothing mounted there survives)
+    bare_root_valid "$dir" && exit 0   # made by another run while this one waited for the lock
+    if [ -e "$tmp" ] || [ -L "$tmp" ]; then   # left by an interrupted run: start again (nothing mounted there survives)
       echo "[bare_root] removing $tmp (an interrupted run's)" >&2
       bare_root_unmount_under "$tmp"
       rm -rf --one-file-system "$tmp"
     fi
+    if [ -e "$dir" ] || [ -L "$dir" ]; then   # not a root (checked above): what a failed or older run left
+      echo "[bare_root] removing $dir: not a usable root (no /bin/sh or no dynamic loader)" >&2
+      bare_root_unmount_under "$dir"
+      rm -rf --one-file-system "$dir" || { echo "bare_root: cannot remove $dir" >&2; exit 1; }
+    fi
     echo "[bare_root] debootstrap --variant=minbase $suite $tmp $mirror (once; log: $log)" >&2
     t0=$(date +%s)
-    # Waited for in the background, so that a TERM or INT stops debootstrap too (it would go on
-    # holding the lock and writing into SUITE.tmp); the next run starts again.
-    debootstrap --variant=minbase "$suite" "$tmp" "$mirror" > "$log" 2>&1 9>&- &
+    # In a session (and so a process group) of its own, waited for in the background: a TERM or INT
+    # stops debootstrap and everything it started (it would go on holding the lock and writing into
+    # SUITE.tmp, its dpkg and apt in the chroot too); the next run starts again. In this subshell
+    # job control is off, so the background process is no group leader and setsid needs no fork:
+    # $! is debootstrap's process, and its group.
+    setsid debootstrap --variant=minbase "$suite" "$tmp" "$mirror" > "$log" 2>&1 9>&- &
     pid=$!
-    trap 'kill -TERM $pid 2> /dev/null; wait $pid; bare_root_unmount_under "$tmp"; echo "bare_root: making the $suite root was interrupted" >&2; exit 1' TERM INT HUP
+    # (Its group, or itself when the signal came before setsid made the group.)
+    trap '{ kill -TERM -- -$pid || kill -TERM $pid; } 2> /dev/null; wait $pid; kill -KILL -- -$pid 2> /dev/null; bare_root_unmount_under "$tmp"
+          echo "bare_root: making the $suite root was interrupted" >&2; exit 1' TERM INT HUP
     wait $pid; rc=$?
     trap - TERM INT HUP
     t1=$(date +%s)
@@ -91,7 +118,8 @@ bare_root() {
       rm -rf --one-file-system "$tmp"
       exit 1
     fi
-    mv "$tmp" "$dir" || exit 1
+    # -T: $dir is the new root's name, never a folder to move it into.
+    mv -T "$tmp" "$dir" || exit 1
     echo "debootstrap --variant=minbase $suite: $((t1 - t0)) s ($(date -u +%FT%TZ), $mirror)" > "$made"
     echo "[bare_root] $suite root made in $((t1 - t0)) s: $dir" >&2
   ) 9> "$lock" || return 1
@@ -120,17 +148,20 @@ bare_run_main() {
   [ $# -gt 0 ] || { echo "bare_run: no command" >&2; return 2; }
   local root
   root=$(bare_root "$suite") || return 1
-  local overlay=1
+  # A mount namespace of its own when unshare can make one (the overlay, the copy way's /opt and
+  # the /proc, /dev and /sys mounts are the run's alone), and an overlay where overlayfs is to be had.
+  local ns=1 overlay=1
+  unshare --mount --propagation private true 2> /dev/null || ns=0
   [ -n "${BARE_ROOT_NO_OVERLAY:-}" ] && overlay=0
+  [ $ns -eq 1 ] || overlay=0
   if [ $overlay -eq 1 ] && ! grep -qw overlay /proc/filesystems 2> /dev/null && ! modprobe overlay 2> /dev/null; then overlay=0; fi
-  if [ $overlay -eq 1 ] && ! unshare --mount --propagation private true 2> /dev/null; then overlay=0; fi
   # The work is done by this script in a fresh bash (in a mount namespace of its own when it can):
   # the mounts live and die with that process.
   local self
   self=$(readlink -f "${BASH_SOURCE[0]}")
-  local args=("$overlay" "$root" "$timeout" "$cd" "${#copies[@]}" "${copies[@]}" "${#envs[@]}" "${envs[@]}" "$@")
+  local args=("$overlay" "$ns" "$root" "$timeout" "$cd" "${#copies[@]}" "${copies[@]}" "${#envs[@]}" "${envs[@]}" "$@")
   local launch=()
-  [ $overlay -eq 1 ] && launch=(unshare --mount --propagation private)
+  [ $ns -eq 1 ] && launch=(unshare --mount --propagation private)
   # A TERM or INT here is passed on to the run, which cleans up before it exits.
   local pid rc
   exec 3<&0
@@ -143,30 +174,23 @@ bare_run_main() {
   done
 }
 
-# The body of bare_run, in its own process: __inside OVERLAY ROOT TIMEOUT CD NCOPIES COPIES... NENVS ENVS... COMMAND...
+# bare_run_live_folder FOLDER: whether FOLDER (ROOT/opt/bare-run.PID) is a live run's.
+bare_run_live_folder() {
+  local pid=${1##*.}
+  [[ $pid =~ ^[0-9]+$ ]] && [ "$pid" != $$ ] && kill -0 "$pid" 2> /dev/null
+}
+
+# The body of bare_run, in its own process:
+#   __inside OVERLAY NS ROOT TIMEOUT CD NCOPIES COPIES... NENVS ENVS... COMMAND...
 bare_run_inside() {
-  local overlay=$1 root=$2 timeout=$3 cd=$4; shift 4
+  local overlay=$1 ns=$2 root=$3 timeout=$4 cd=$5; shift 5
   local n=$1; shift
   local copies=("${@:1:$n}"); shift "$n"
   n=$1; shift
   local envs=("${@:1:$n}"); shift "$n"
-  local view work run c
-  if [ "$overlay" = 1 ]; then
-    work=$(mktemp -d "${TMPDIR:-/tmp}/bare-run.XXXXXX") || return 1
-    mkdir -p "$work/upper" "$work/work" "$work/view"
-    view=$work/view run=/opt/bare-run
-  else
-    # Stale folders of runs that died (killed before their trap ran) go first.
-    local stale
-    for stale in "$root"/opt/bare-run.*; do
-      [ -d "$stale" ] || continue
-      kill -0 "${stale##*.}" 2> /dev/null && continue
-      [ -f "$stale/copied" ] && while read -r c; do rm -rf --one-file-system "${root:?}$c"; done < "$stale/copied"
-      rm -rf --one-file-system "$stale"
-    done
-    work='' view=$root run=/opt/bare-run.$$
-  fi
-  mounted=()
+  local view run c
+  # work: the overlay's temporary folder; folder: the copy way's ROOT/opt/bare-run.PID.
+  work='' folder='' mounted=() linked=()
   cleanup() {
     local i
     for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
@@ -174,20 +198,52 @@ bare_run_inside() {
         echo "bare_run: could not unmount ${mounted[i]}" >&2
     done
     mounted=()
-    if [ -n "$work" ]; then
-      rm -rf --one-file-system "$work"
-    else
-      for c in "${copied[@]}"; do rm -rf --one-file-system "${view:?}$c"; done
-      rm -rf --one-file-system "${view:?}$run"
-    fi
+    for c in "${linked[@]}"; do rm -f "$c"; done
+    [ -n "$work" ] && rm -rf --one-file-system "$work"
+    [ -n "$folder" ] && rm -rf --one-file-system "$folder"
   }
   trap cleanup EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM HUP
   if [ "$overlay" = 1 ]; then
-    mount -t overlay overlay -o "lowerdir=$root,upperdir=$work/upper,workdir=$work/work" "$view" ||
-      { echo "bare_run: cannot mount an overlay of $root (set BARE_ROOT_NO_OVERLAY=1)" >&2; exit 1; }
-    mounted+=("$view")
+    work=$(mktemp -d "${TMPDIR:-/tmp}/bare-run.XXXXXX") || exit 1
+    mkdir -p "$work/upper" "$work/work" "$work/view" || exit 1
+    if mount -t overlay overlay -o "lowerdir=$root,upperdir=$work/upper,workdir=$work/work" "$work/view" 2> "$work/mount.err"; then
+      mounted+=("$work/view")
+      view=$work/view run=/opt/bare-run
+    else
+      echo "[bare_run] cannot mount an overlay of $root with its upper folder in ${TMPDIR:-/tmp} ($(head -n 1 "$work/mount.err")):" \
+           "copying into the root instead" >&2
+      rm -rf --one-file-system "$work"
+      work='' overlay=0
+    fi
+  fi
+  if [ "$overlay" = 0 ]; then
+    # What runs that died (killed before their trap ran) left goes first: their folders, and the
+    # links to them.
+    local stale
+    for stale in "$root"/opt/bare-run.*; do
+      [ -d "$stale" ] && ! [ -L "$stale" ] || continue
+      bare_run_live_folder "$stale" && continue
+      bare_root_unmount_under "$stale"
+      rm -rf --one-file-system "$stale"
+    done
+    for stale in "$root"/opt/*; do
+      [ -L "$stale" ] && [[ $(readlink "$stale") == /opt/bare-run.* ]] && ! [ -e "$root$(readlink "$stale")" ] && rm -f "$stale"
+    done
+    folder=$root/opt/bare-run.$$
+    rm -rf --one-file-system "$folder"
+    mkdir -p "$folder" || exit 1
+    view=$root
+    if [ "$ns" = 1 ]; then
+      # The command's /opt is this run's own folder (the root's /opt stays as it is for other runs).
+      mkdir -p "$folder/opt" && mount --bind "$folder/opt" "$root/opt" && mounted+=("$root/opt") ||
+        { echo "bare_run: cannot bind $folder/opt to $root/opt" >&2; exit 1; }
+      mount --make-private "$root/opt" 2> /dev/null || true
+      run=/opt/bare-run
+    else
+      run=/opt/bare-run.$$
+    fi
   fi
   mkdir -p "$view$run/home" "$view/opt" || exit 1
   local src name
@@ -195,9 +251,24 @@ bare_run_inside() {
     src=${c%%:*} name=${c#*:}
     [ "$name" = "$c" ] && name=$(basename "$src")
     [ -e "$src" ] || { echo "bare_run: $src does not exist" >&2; exit 1; }
+    if [ "$overlay" = 0 ] && [ "$ns" = 0 ]; then
+      # No namespace: the copy is this run's (ROOT/opt/bare-run.PID/NAME), linked as /opt/NAME.
+      local at=$view/opt/$name target
+      if [ -e "$at" ] || [ -L "$at" ]; then
+        target=$(readlink "$at" 2> /dev/null) || target=""
+        if [[ $target == /opt/bare-run.* ]] && bare_run_live_folder "${target%/*}"; then
+          echo "bare_run: /opt/$name in $root is another run's (${target%/*}); without unshare, runs that copy the same name cannot run side by side" >&2
+          exit 1
+        fi
+        [[ $target == /opt/bare-run.* ]] || { echo "bare_run: $at is in the way (not a run's link): remove it" >&2; exit 1; }
+        rm -f "$at"
+      fi
+      cp -a "$src" "$view$run/$name" || { echo "bare_run: copying $src into $run/$name failed" >&2; exit 1; }
+      ln -s "$run/$name" "$at" && linked+=("$at") || { echo "bare_run: cannot link /opt/$name" >&2; exit 1; }
+      continue
+    fi
     rm -rf --one-file-system "${view:?}/opt/$name"
     cp -a "$src" "$view/opt/$name" || { echo "bare_run: copying $src into /opt/$name failed" >&2; exit 1; }
-    [ "$overlay" = 1 ] || { copied+=("/opt/$name"); echo "/opt/$name" >> "$view$run/copied"; }
   done
   mount -t proc proc "$view/proc" && mounted+=("$view/proc") || { echo "bare_run: cannot mount /proc in $view" >&2; exit 1; }
   mount --bind /dev "$view/dev" && mounted+=("$view/dev") || { echo "bare_run: cannot bind /dev into $view" >&2; exit 1; }
@@ -218,7 +289,6 @@ bare_run_inside() {
   [ $rc -eq 124 ] && echo "bare_run: the command ran past its ${timeout} s timeout" >&2
   exit $rc
 }
-copied=()
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   set -uo pipefail
