@@ -22,11 +22,18 @@
 # mount, debootstrap) and, the first time per suite, Debian's mirror (PLUGBOARD_DEBIAN_MIRROR);
 # debootstrap and patchelf are installed with apt-get when missing. Roots are cached under
 # ${XDG_CACHE_HOME:-~/.cache}/plugboard/roots. BARE_HOST_TIMEOUT: seconds per suite (default 1200).
+# PLUGBOARD_WITH_NX=1 (what scripts/test_elixir.sh sets where Nx can be had): the release must have
+# Nx, and the Nx and Axon jobs must run; a release without lib/nx-* or a demo without their output
+# fails (without it, a release with no Nx skips those checks).
 set -uo pipefail
 
-# --- inside the root: bare_host_test.sh --inside RELEASE SUITE [BROKEN_NIF] -------------------------
+# --- inside the root: bare_host_test.sh --inside RELEASE SUITE DEVICE_RUNTIME [BROKEN_NIF] ----------
+# DEVICE_RUNTIME: a file of "FILE<tab>LIBRARY" lines, what the bundle's plugins need that the build
+# host lacked too; BROKEN_NIF: a NIF that needs a library no host has (once, on one suite).
+# PLUGBOARD_WITH_NX=1 in the environment: Nx is required.
 if [ "${1:-}" = "--inside" ]; then
   rel=$2 suite=$3 device_runtime=${4:-} broken=${5:-}
+  with_nx=${PLUGBOARD_WITH_NX:-0}
   failures=0
   pass() { echo "PASS: [$suite] $*"; }
   fail() { echo "FAIL: [$suite] $*"; failures=$((failures + 1)); }
@@ -95,7 +102,9 @@ if [ "${1:-}" = "--inside" ]; then
     if [ "$a" -gt 0 ] && [ "$a" -lt "$b" ] && [ "$b" -lt "$c" ] && [ "$c" -lt "$d" ]; then pass "program order: print x, host_scale, print host_scale(x), result"; else fail "order of the demo's lines: $a $b $c $d"; fi
     has "$out/demo.log" "model.mlir: precompiled in the bundle (loaded in" "the precompiled model loads from the bundle (no compile)"
     has "$out/demo.log" "model: f32[2,3] [16.5, 20.0, 23.5, 0.0, 0.0, 0.0]" "model: relu(x·w + b) computed"
-    if compgen -G "lib/nx-*" > /dev/null; then
+    if [ "$with_nx" = 1 ] && ! compgen -G "lib/nx-*" > /dev/null; then
+      fail "PLUGBOARD_WITH_NX=1, but the release has no lib/nx-*: the Nx and Axon jobs cannot run"
+    elif compgen -G "lib/nx-*" > /dev/null; then
       if loss=$(grep -o "nx: MLP on Plugboard.Nx.Backend: loss [0-9.e-]* -> [0-9.e-]*" "$out/demo.log"); then
         awk '{ if ($(NF-2) + 0 > $NF + 0) exit 0; exit 1 }' <<< "$loss" && pass "the Nx job trains: ${loss#nx: }" || fail "the Nx job's loss did not fall: $loss"
       else
@@ -109,7 +118,7 @@ if [ "${1:-}" = "--inside" ]; then
       fi
       has "$out/demo.log" "answers equal the direct prediction: true" "the Axon model is served through Nx.Serving"
     else
-      echo "SKIPPED: [$suite] the Nx and Axon jobs: this release was built without Nx (Elixir >= 1.17 and PLUGBOARD_HEX_MIRROR or Hex)"
+      echo "SKIPPED: [$suite] the Nx and Axon jobs: a release built without Nx (Elixir >= 1.17 and Hex)"
     fi
   fi
   hasnt "$out/demo.log" "cannot load" "the NIF loaded"
@@ -205,6 +214,7 @@ for suite in "${suites[@]}"; do
   bare_run --timeout "${BARE_HOST_TIMEOUT:-1200}" --copy "$rel:compute" --copy "$self:bare_host_test.sh" \
     --copy "$work/device_runtime.tsv:device_runtime.tsv" "${extra[@]}" \
     --env CUDA_VISIBLE_DEVICES= --env HIP_VISIBLE_DEVICES= --env ROCR_VISIBLE_DEVICES= --env ERL_CRASH_DUMP_SECONDS=0 \
+    --env PLUGBOARD_WITH_NX="${PLUGBOARD_WITH_NX:-0}" \
     "$suite" -- bash /opt/bare_host_test.sh --inside /opt/compute "$suite" "${args[@]}"
   rc=$?
   t2=$(now_ms)
