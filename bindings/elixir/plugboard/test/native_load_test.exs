@@ -83,16 +83,111 @@ defmodule Plugboard.NativeLoadTest do
   test "a recorded load error stops the application's start with that line, and client/0 returns it" do
     error = Plugboard.Error.new(:failed_precondition, "cannot load /x/plugboard_nif.so: libzip.so.4 not found on this host (...)")
     booted = :persistent_term.get({Plugboard, :boot}, nil)
-    :persistent_term.put({Plugboard.Native, :load_error}, error)
+    state = {Plugboard.Native, :load_state}
+    before = :persistent_term.get(state, nil)
+    assert before == :loaded
+    :persistent_term.put(state, {:error, error})
 
     try do
+      assert Plugboard.Native.load_error() == error
       log = capture_log(fn -> assert {:error, {:plugboard_nif_not_loaded, msg}} = Plugboard.Application.start(:normal, []); assert msg == error.message end)
       assert log =~ "plugboard: cannot load /x/plugboard_nif.so: libzip.so.4 not found on this host (...)"
       if booted == nil, do: assert(Plugboard.client() == {:error, error})
     after
-      :persistent_term.erase({Plugboard.Native, :load_error})
+      :persistent_term.put(state, before)
     end
 
     assert Plugboard.Native.load_error() == nil
+  end
+
+  # Plugboard.Native's own source compiled as another module: the NIF (made for Plugboard.Native)
+  # refuses to load for it, which is a NIF that cannot load, with the rest as it is (its state is its
+  # own persistent term). Returns the module and its object code.
+  defp native_copy do
+    name = Module.concat(__MODULE__, "NativeCopy#{System.unique_integer([:positive])}")
+    source = File.read!(Plugboard.Native.module_info(:compile)[:source])
+    copy = String.replace(source, "defmodule Plugboard.Native do", "defmodule #{inspect(name)} do", global: false)
+    refute copy == source
+    [{^name, binary}] = Code.compile_string(copy, "native_copy.ex")
+    {name, binary}
+  end
+
+  defp unload(name) do
+    :code.purge(name)
+    :code.delete(name)
+    :code.purge(name)
+    :persistent_term.erase({name, :load_state})
+  end
+
+  defp load(name, binary), do: :code.load_binary(name, ~c"native_copy.ex", binary)
+
+  test "a NIF that cannot load leaves the module loaded: every function answers the reason, version/0 raises it" do
+    {name, _binary} = native_copy()
+
+    try do
+      assert %Plugboard.Error{code: :failed_precondition, message: message} = error = name.load_error()
+      assert message =~ "cannot load #{:code.priv_dir(:plugboard)}/lib/plugboard_nif.so: "
+      assert name.discover(%{}) == {:error, error}
+      assert name.resource_counts() == {:error, error}
+      assert assert_raise(Plugboard.Error, fn -> name.version() end) == error
+    after
+      unload(name)
+    end
+  end
+
+  test "a first load after the module was deleted loads it whatever an earlier load did; a hot upgrade is refused only over a working NIF" do
+    {name, binary} = native_copy()
+    state = {name, :load_state}
+
+    try do
+      first = name.load_error()
+      assert %Plugboard.Error{} = first
+
+      # The module's NIF had loaded (as Plugboard.Native's does), then the module was deleted: a new
+      # first load whose NIF fails loads the module all the same, answering the reason (not undef).
+      :persistent_term.put(state, :loaded)
+      :code.purge(name)
+      assert :code.delete(name)
+      :code.purge(name)
+      refute :erlang.module_loaded(name)
+      assert {:module, ^name} = load(name, binary)
+      assert name.load_error() == first
+      assert name.discover(%{}) == {:error, first}
+
+      # A hot upgrade over code whose NIF works is refused: the current code stays, and so does the state.
+      :persistent_term.put(state, :loaded)
+      assert {:error, :on_load_failure} = load(name, binary)
+      assert :erlang.module_loaded(name)
+      assert :persistent_term.get(state) == :loaded
+
+      # Over code whose NIF did not load either, the upgrade loads, answering its own reason.
+      stale = Plugboard.Error.new(:failed_precondition, "an earlier reason")
+      :persistent_term.put(state, {:error, stale})
+      assert {:module, ^name} = load(name, binary)
+      assert name.load_error() == first
+      assert name.discover(%{}) == {:error, first}
+    after
+      unload(name)
+    end
+  end
+
+  defp running(marker) do
+    for dir <- Path.wildcard("/proc/[0-9]*"),
+        {:ok, cmdline} <- [File.read(Path.join(dir, "cmdline"))],
+        cmdline =~ marker,
+        do: dir
+  end
+
+  test "the dynamic loader's trace is bounded: a program that runs past its time is killed" do
+    assert Plugboard.Native.run_bounded("/bin/sh", ["-c", "echo $PB_X; echo oops >&2; exit 3"], [{"PB_X", "hi"}], 5_000) ==
+             {"hi\noops\n", 3}
+
+    marker = "31.#{System.unique_integer([:positive])}"
+    t0 = System.monotonic_time(:millisecond)
+    assert Plugboard.Native.run_bounded("/bin/sh", ["-c", "exec sleep #{marker}"], [], 300) == :timeout
+    assert System.monotonic_time(:millisecond) - t0 < 3_000
+    # The program itself is gone (killed, not only its pipes closed).
+    assert Enum.any?(1..50, fn _ -> running(marker) == [] or (Process.sleep(20) && false) end), "sleep #{marker} still runs"
+    assert Plugboard.Native.run_bounded("/nonexistent/loader", [], [], 1_000) == :error
   end
 end

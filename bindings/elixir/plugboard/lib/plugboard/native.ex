@@ -6,42 +6,61 @@ defmodule Plugboard.Native do
   #
   # A NIF that cannot load (a library it needs missing on this host: the usual case on a deploy host)
   # leaves the module loaded: its functions then return the reason, `load_error/0` (version/0 raises
-  # it), and Plugboard.Application's start fails with it in one line. A failed hot upgrade (the NIF
-  # loaded before in this VM) still refuses the new code, as it did.
+  # it), and Plugboard.Application's start fails with it in one line.
+  #
+  # A hot upgrade (new code loaded while this module's code is current) whose NIF cannot load is
+  # refused when the current code has its NIF: the old code and its NIF go on working, as they did. A
+  # first load (no current code: the first in this VM, or after the module was deleted), or an upgrade
+  # over code whose NIF did not load either, always loads the module and records the reason: the
+  # functions then answer it rather than raise undef.
+  #
+  # One persistent term is the truth about the current code: :loaded, or {:error, %Plugboard.Error{}}
+  # (what the functions answer; read back whole, so that their type stays open, as nif_error's
+  # would), absent before any load.
   @on_load :load_nif
-  @load_error {__MODULE__, :load_error}
-  @load_answer {__MODULE__, :load_answer}
-  @loaded {__MODULE__, :loaded}
+  @state {__MODULE__, :load_state}
 
   def load_nif do
+    # During @on_load the code being loaded is not current yet: module_loaded/1 says whether older
+    # code is (a hot upgrade).
+    upgrade? = :erlang.module_loaded(__MODULE__)
+
     case :code.priv_dir(:plugboard) do
       {:error, _} ->
-        record(Plugboard.Error.new(:failed_precondition, "cannot load the NIF: the :plugboard application has no priv folder here"))
+        failed(upgrade?, {:error, :no_priv}, Plugboard.Error.new(:failed_precondition, "cannot load the NIF: the :plugboard application has no priv folder here"))
 
       priv ->
         path = Path.join([to_string(priv), "lib", "plugboard_nif"])
 
         case :erlang.load_nif(String.to_charlist(path), 0) do
           :ok ->
-            if :persistent_term.get(@load_error, nil), do: Enum.each([@load_error, @load_answer], &:persistent_term.erase/1)
-            :persistent_term.put(@loaded, true)
+            :persistent_term.put(@state, :loaded)
             :ok
 
           {:error, reason} = error ->
-            if :persistent_term.get(@loaded, false), do: error, else: record(load_failure(path <> ".so", reason))
+            failed(upgrade?, error, load_failure(path <> ".so", reason))
         end
     end
   end
 
-  defp record(error) do
-    :persistent_term.put(@load_error, error)
-    :persistent_term.put(@load_answer, {:error, error})
-    :ok
+  # A hot upgrade over code whose NIF works: refused (the current code stays); else recorded.
+  defp failed(upgrade?, error, reason) do
+    if upgrade? and :persistent_term.get(@state, nil) == :loaded do
+      error
+    else
+      :persistent_term.put(@state, {:error, reason})
+      :ok
+    end
   end
 
   @doc false
   # Why the NIF did not load (a %Plugboard.Error{}), or nil when it did.
-  def load_error, do: :persistent_term.get(@load_error, nil)
+  def load_error do
+    case :persistent_term.get(@state, nil) do
+      {:error, error} -> error
+      _ -> nil
+    end
+  end
 
   @doc false
   # The error for a NIF at `so` that :erlang.load_nif/2 refused with `reason`: one line naming every
@@ -109,18 +128,65 @@ defmodule Plugboard.Native do
             "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", "/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1"]
   defp loader, do: Enum.find(@loaders, &File.exists?/1)
 
-  defp trace(loader, so) do
-    System.cmd(loader, [so], env: [{"LD_TRACE_LOADED_OBJECTS", "1"}], stderr_to_stdout: true)
+  # The trace runs while the module loads (@on_load, in the code server's time): bounded.
+  @trace_timeout_ms 5_000
+  defp trace(loader, so), do: run_bounded(loader, [so], [{"LD_TRACE_LOADED_OBJECTS", "1"}], @trace_timeout_ms)
+
+  @doc false
+  # Runs `program` with `args` (and `env` added), its stderr with its stdout: {output, exit_status}, or
+  # :timeout when it runs past `timeout_ms` (it is killed), :error when it cannot be started.
+  def run_bounded(program, args, env, timeout_ms) do
+    port =
+      Port.open({:spawn_executable, program}, [
+        :binary,
+        :exit_status,
+        :stderr_to_stdout,
+        :hide,
+        args: args,
+        env: Enum.map(env, fn {k, v} -> {String.to_charlist(k), String.to_charlist(v)} end)
+      ])
+
+    os_pid = Port.info(port, :os_pid)
+    collect(port, os_pid, System.monotonic_time(:millisecond) + timeout_ms, [])
   rescue
     _ -> :error
   end
 
+  defp collect(port, os_pid, deadline, acc) do
+    receive do
+      {^port, {:data, data}} -> collect(port, os_pid, deadline, [acc | data])
+      {^port, {:exit_status, status}} -> {IO.iodata_to_binary(acc), status}
+    after
+      max(deadline - System.monotonic_time(:millisecond), 0) ->
+        # Closing the port closes its pipes only: the program itself is killed. (The port may have
+        # closed by itself meanwhile.)
+        try do
+          Port.close(port)
+        rescue
+          ArgumentError -> :ok
+        end
+
+        with {:os_pid, pid} <- os_pid, do: :os.cmd(~c"kill -KILL #{pid} 2> /dev/null")
+        flush(port)
+        :timeout
+    end
+  end
+
+  defp flush(port) do
+    receive do
+      {^port, _} -> flush(port)
+    after
+      0 -> :ok
+    end
+  end
+
   # What the functions below answer when the NIF did not load (they are replaced when it did): the
-  # recorded {:error, reason}. (Read back as a term: the stubs' type stays open, as nif_error's would.)
+  # recorded {:error, reason}, read back whole (see @state).
+  # (Only the states that are not an answer are matched: the answer itself keeps its open type.)
   defp not_loaded do
-    case load_error() do
-      nil -> {:error, Plugboard.Error.new(:failed_precondition, "the plugboard NIF is not loaded")}
-      _ -> :persistent_term.get(@load_answer)
+    case :persistent_term.get(@state, nil) do
+      state when state in [nil, :loaded] -> {:error, Plugboard.Error.new(:failed_precondition, "the plugboard NIF is not loaded")}
+      answer -> answer
     end
   end
 
