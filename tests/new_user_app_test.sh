@@ -5,8 +5,9 @@
 #   - `mix compile` with no C/C++ compiler, CMake, Ninja or make on PATH: the precompiled native
 #     archive is downloaded from 127.0.0.1 and checked against the package's checksum.exs;
 #   - Nx.Defn.jit runs on a CPU plugin (PLUGBOARD_PLUGIN_PATH, no bundle);
-#   - a tampered archive is refused naming it; an unreachable URL fails naming the URL and
-#     PLUGBOARD_BUILD; in both cases priv/ keeps the native part it had;
+#   - a tampered archive is refused naming it and not kept; an unreachable URL fails naming the URL
+#     and PLUGBOARD_BUILD (`mix deps.compile --force` empties the dependency's build folder first,
+#     so that priv/ keeps what it had when an archive is refused is checked in test/precompiled_test.exs);
 #   - `mix release` with two targets (cpu + cuda13, offline from the wheels), booted on a bare Debian
 #     bookworm root (scripts/bare_root.sh) where it picks cpu and runs the jit;
 #   - the :plugboard package as fetched (deps/plugboard: the Hex package unpacked, alone) builds its
@@ -121,15 +122,11 @@ with open(sys.argv[1], "r+b") as f:
     f.seek(1000); b = f.read(1); f.seek(1000); f.write(bytes([b[0] ^ 0xFF]))
 PY
 cmp -s "$served" "$work/archive.good" && fail "flipping a byte left the archive as it was"
-priv=$app/_build/dev/lib/plugboard/priv
-nif_before=$(sha256sum "$priv/lib/plugboard_nif.so" | cut -d' ' -f1)
 rm -rf "$XDG_CACHE_HOME/plugboard/precompiled"
 (cd "$app" && PATH=$no_compiler_path mix deps.compile plugboard --force) > "$work/tampered.log" 2>&1 \
   && fail "a tampered archive was accepted" || pass "a tampered archive fails the build"
 has "$work/tampered.log" "the precompiled archive $archive downloaded from $HEX_REGISTRY_URL/precompiled/$archive has sha256" "the refusal names the archive and where it came from"
 has "$work/tampered.log" "refused and not kept" "the refusal says the archive was not kept"
-[ "$(sha256sum "$priv/lib/plugboard_nif.so" | cut -d' ' -f1)" = "$nif_before" ] && [ -x "$priv/bin/plugboard" ] \
-  && pass "after the refusal priv/ holds the native part it held" || fail "the refusal changed priv/"
 [ -e "$XDG_CACHE_HOME/plugboard/precompiled/$archive" ] && fail "the tampered archive stayed in the cache" || pass "the tampered archive is not kept"
 cp "$work/archive.good" "$served"
 
@@ -138,8 +135,6 @@ rm -rf "$XDG_CACHE_HOME/plugboard/precompiled"
   > "$work/unreachable.log" 2>&1 && fail "an unreachable URL built" || pass "an unreachable URL fails the build"
 has "$work/unreachable.log" "cannot download the precompiled native part from http://127.0.0.1:9/nowhere/$archive" "the failure names the URL"
 has "$work/unreachable.log" "PLUGBOARD_BUILD=true" "the failure names PLUGBOARD_BUILD"
-[ "$(sha256sum "$priv/lib/plugboard_nif.so" | cut -d' ' -f1)" = "$nif_before" ] && [ -x "$priv/bin/plugboard" ] \
-  && pass "after the failed download priv/ holds the native part it held" || fail "the failed download changed priv/"
 (cd "$app" && PATH=$no_compiler_path mix deps.compile plugboard --force) > "$work/recompile.log" 2>&1 \
   && pass "the good archive installs again" || fail "reinstalling the good archive"
 
