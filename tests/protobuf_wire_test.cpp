@@ -105,8 +105,10 @@ TEST(ProtobufWire, MalformedMessagesAreDataLoss) {
     }
   }
   // A packed run cut inside a varint.
+  // (The field's bytes are a view: what it views must outlive it, as a reader's data does.)
   std::vector<uint64_t> out;
-  ProtoField packed{.number = 3, .type = WireType::kLengthDelimited, .bytes = BYTES("\x01\x80")};
+  const std::string cut = BYTES("\x01\x80");
+  ProtoField packed{.number = 3, .type = WireType::kLengthDelimited, .bytes = cut};
   EXPECT_FALSE(protobuf_wire::append_varints(packed, out));
 }
 
