@@ -56,10 +56,14 @@ echo "[elixir] ExUnit (bindings/elixir/plugboard) on $(elixir --version | tail -
 modern_bin=
 if modern_bin=$(modern_elixir_bin "$root"); then
   # Hex, pointed at the local registry (or hex.pm), for everything on the current Elixir.
-  PATH="$modern_bin:$PATH" hex_for "$build/mix-home-modern" "$build/hex-registry"
-  echo "[elixir] ExUnit (bindings/elixir/plugboard, with Hex and :telemetry) on $("$modern_bin/elixir" --version | tail -n 1)"
-  (cd "$root/bindings/elixir/plugboard" && PATH="$modern_bin:$PATH" MIX_ENV=test MIX_HOME="$build/mix-home-modern" \
-     MIX_BUILD_ROOT="$build/elixir-build-modern" PLUGBOARD_EXPECT_TELEMETRY=1 sh -c 'mix deps.get > /dev/null && mix test')
+  if PATH="$modern_bin:$PATH" hex_for "$build/mix-home-modern" "$build/hex-registry"; then
+    echo "[elixir] ExUnit (bindings/elixir/plugboard, with Hex and :telemetry) on $("$modern_bin/elixir" --version | tail -n 1)"
+    (cd "$root/bindings/elixir/plugboard" && PATH="$modern_bin:$PATH" MIX_ENV=test MIX_HOME="$build/mix-home-modern" \
+       MIX_BUILD_ROOT="$build/elixir-build-modern" PLUGBOARD_EXPECT_TELEMETRY=1 sh -c 'mix deps.get > /dev/null && mix test')
+  else
+    modern_bin=
+    echo "[elixir] SKIPPED everything on Elixir >= 1.17 (ExUnit with :telemetry, the Nx jobs, Nx on plugboard, the packages): no Hex repository (set PLUGBOARD_HEX_PACKAGES to a folder of Hex tarballs, such as ../shared/vendor/hex-packages, and PLUGBOARD_HEX_SRC to the Hex client's sources)"
+  fi
 else
   modern_bin=
   echo "[elixir] SKIPPED ExUnit on Elixir >= 1.17, the release test's Nx job and Nx on plugboard: no Elixir >= 1.17 on PATH and none could be built (set PLUGBOARD_ELIXIR_SRC to Elixir's sources)"
