@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -170,6 +171,49 @@ TEST_P(LapackTest, GesddGivesFullAndReducedFactorsOfTallAndWideMatrices) {
     EXPECT_LT(max_diff(matmul(us, vt2, c.m, 2, c.n), ad), 1e-5);
     EXPECT_LT(max_diff(matmul(transpose(u, c.m, c.ucols), u, c.ucols, c.m, c.ucols), identity(c.ucols)), 1e-6);
     EXPECT_LT(max_diff(matmul(vt, transpose(vt, c.vrows, c.n), c.vrows, c.n, c.vrows), identity(c.vrows)), 1e-6);
+  }
+}
+
+// LAPACK's gesdd refuses a matrix holding a NaN (info -4: "LAPACK refused argument 4" failed the
+// run); the in-program route answers NaN, and so must these kernels, for that matrix of the batch only.
+TEST_P(LapackTest, AMatrixHoldingANaNOrAnInfinityGivesNaNResultsAndTheOthersOfTheBatchTheirAnswers) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> a = {2, 1, 0, 1, 2, 0, 0, 0, 5,       // 1, 3, 5
+                                 4, 0, 0, 0, -1, nan, 0, 0, 2};   // a NaN
+  const int64_t dims[] = {2, 3, 3};
+  auto in = client_->copy_to_device(std::as_bytes(std::span(a)), DType::kF64, dims);
+  ASSERT_TRUE(in) << in.error().to_string();
+  Executable eigh = compile(kEigh);
+  Buffer* eigh_args[] = {&*in};
+  auto run = eigh.execute(eigh_args);
+  ASSERT_TRUE(run) << run.error().to_string();
+  Status done = run->await();
+  ASSERT_TRUE(done) << done.error().to_string();
+  const auto w = values<double>(run->outputs()[0]);
+  const auto v = values<double>(run->outputs()[1]);
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(w[i], 1.0 + 2 * i, 1e-14);
+  for (int i = 3; i < 6; ++i) EXPECT_TRUE(std::isnan(w[i])) << i;
+  for (int i = 9; i < 18; ++i) EXPECT_TRUE(std::isnan(v[i])) << i;
+
+  for (float bad : {float(nan), float(inf)}) {
+    const std::vector<float> x = {1, 2, 3, bad, 5, 6};  // 3x2
+    const std::vector<float> y = {1, 3, 5, 2, 4, 6};    // 2x3, finite
+    const int64_t x_dims[] = {3, 2}, y_dims[] = {2, 3};
+    auto bx = client_->copy_to_device(std::as_bytes(std::span(x)), DType::kF32, x_dims);
+    auto by = client_->copy_to_device(std::as_bytes(std::span(y)), DType::kF32, y_dims);
+    ASSERT_TRUE(bx && by);
+    Executable svd = compile(kSvd);
+    Buffer* svd_args[] = {&*bx, &*by};
+    auto svd_run = svd.execute(svd_args);
+    ASSERT_TRUE(svd_run) << svd_run.error().to_string();
+    Status svd_done = svd_run->await();
+    ASSERT_TRUE(svd_done) << bad << ": " << svd_done.error().to_string();
+    const auto& out = svd_run->outputs();
+    for (int r = 0; r < 6; ++r)
+      for (float f : values<float>(out[r])) EXPECT_TRUE(std::isnan(f)) << "result " << r << " for " << bad;
+    const auto s = values<float>(out[7]);
+    EXPECT_NEAR(s[0], 9.52551809f, 1e-5f);
+    EXPECT_NEAR(s[1], 0.51430058f, 1e-5f);
   }
 }
 

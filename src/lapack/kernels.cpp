@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "lapack/library.h"
+#include "lapack/workspace.h"
 
 namespace plugboard::lapack {
 
@@ -85,6 +87,13 @@ void fill_nan(T* data, int64_t count) {
   std::fill_n(data, count, std::numeric_limits<T>::quiet_NaN());
 }
 
+// LAPACK refuses a matrix holding a NaN (gesdd: info -4) or may not converge on it; jax and the
+// in-program route answer NaN, and so do these kernels, without calling LAPACK.
+template <class T>
+bool all_finite(const T* data, int64_t count) {
+  return std::all_of(data, data + count, [](T x) { return std::isfinite(x); });
+}
+
 // Eigenvalues (ascending) and eigenvectors of each symmetric matrix of the batch. The row-major
 // matrix is, to LAPACK, its (equal) transpose; the eigenvectors come back as LAPACK's columns,
 // which row-major reads as rows, and are transposed in place.
@@ -107,7 +116,7 @@ Status run_syevd(const char* target, const XLA_FFI_CallFrame& frame) {
   T work_size = 0;
   fns->syevd<T>()("V", "L", &ni, nullptr, &ni, nullptr, &work_size, &lwork, &iwork_size, &liwork, &info, 1, 1);
   if (info != 0) return make_error(Code::kInternal, std::string(target) + ": workspace query failed (info " + std::to_string(info) + ")");
-  lwork = static_cast<Int>(work_size);
+  PB_ASSIGN_OR_RETURN(lwork, workspace_size(target, work_size));
   liwork = iwork_size;
   std::vector<T> work(static_cast<size_t>(std::max<Int>(lwork, 1)));
   std::vector<Int> iwork(static_cast<size_t>(std::max<Int>(liwork, 1)));
@@ -119,6 +128,11 @@ Status run_syevd(const char* target, const XLA_FFI_CallFrame& frame) {
   for (int64_t b = 0; b < count; ++b) {
     T* vb = vectors + b * nn;
     T* wb = values + b * n;
+    if (!all_finite(in + b * nn, nn)) {
+      fill_nan(wb, n);
+      fill_nan(vb, nn);
+      continue;
+    }
     std::memcpy(vb, in + b * nn, sizeof(T) * nn);
     fns->syevd<T>()("V", "L", &ni, vb, &ni, wb, work.data(), &lwork, iwork.data(), &liwork, &info, 1, 1);
     if (info < 0) return make_error(Code::kInternal, std::string(target) + ": LAPACK refused argument " + std::to_string(-info));
@@ -174,7 +188,7 @@ Status run_gesdd(const char* target, const XLA_FFI_CallFrame& frame) {
   fns->gesdd<T>()(jobz, &rows, &cols, nullptr, &rows, nullptr, nullptr, &ldu, nullptr, &ldvt, &work_size, &lwork,
                   iwork.data(), &info, 1);
   if (info != 0) return make_error(Code::kInternal, std::string(target) + ": workspace query failed (info " + std::to_string(info) + ")");
-  lwork = static_cast<Int>(work_size);
+  PB_ASSIGN_OR_RETURN(lwork, workspace_size(target, work_size));
   std::vector<T> work(static_cast<size_t>(std::max<Int>(lwork, 1)));
   std::vector<T> copy(static_cast<size_t>(m * n));
 
@@ -183,6 +197,12 @@ Status run_gesdd(const char* target, const XLA_FFI_CallFrame& frame) {
     T* ub = static_cast<T*>(u.data) + b * m * ucols;
     T* sb = static_cast<T*>(s.data) + b * k;
     T* vb = static_cast<T*>(vt.data) + b * vrows * n;
+    if (!all_finite(in + b * m * n, m * n)) {
+      fill_nan(ub, m * ucols);
+      fill_nan(sb, k);
+      fill_nan(vb, vrows * n);
+      continue;
+    }
     std::memcpy(copy.data(), in + b * m * n, sizeof(T) * m * n);  // gesdd overwrites its input
     fns->gesdd<T>()(jobz, &rows, &cols, copy.data(), &rows, sb, vb, &ldu, ub, &ldvt, work.data(), &lwork,
                     iwork.data(), &info, 1);

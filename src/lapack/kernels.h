@@ -8,7 +8,9 @@
 //   plugboard_lapack_sgesdd / _dgesdd   a {..., m, n} -> u {..., m, m|k}, s {..., k} descending,
 //       vt {..., n|k, n} (k = min(m, n); full or reduced as the results' shapes say)
 //
-// LAPACK's "did not converge" (info > 0) fills that matrix's results with NaN, as jax does.
+// LAPACK's "did not converge" (info > 0) fills that matrix's results with NaN, as jax does; so does a
+// matrix holding a NaN or an infinity, which is not handed to LAPACK (gesdd refuses it: info -4).
+// Workspace sizes: workspace.h.
 #pragma once
 
 #include <span>

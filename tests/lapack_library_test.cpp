@@ -1,0 +1,73 @@
+// src/lapack's own pieces below the kernels: the workspace size taken from LAPACK's answer to a
+// workspace query (workspace.h).
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "lapack/workspace.h"
+
+namespace plugboard::lapack {
+namespace {
+
+// 16777217 (2^24 + 1) is the first integer a float cannot hold: a LAPACK that rounds it down
+// answers 16777216.0f, and one that rounds to nearest may too. The workspace must cover 16777217.
+TEST(LapackWorkspace, AFloatAnswerRoundedDownStillGetsTheWholeWorkspace) {
+  auto size = workspace_size<float>("t", 16777216.0f);
+  ASSERT_TRUE(size) << size.error().to_string();
+  EXPECT_GE(*size, 16777217);
+  // 100000001 is held by a float as 100000000: the next float above is 100000008.
+  size = workspace_size<float>("t", 100000001.0f);
+  ASSERT_TRUE(size);
+  EXPECT_GE(*size, 100000001);
+  EXPECT_LE(*size, 100000008);
+}
+
+TEST(LapackWorkspace, ExactAnswersGetAtLeastTheirSizeAndLittleMore) {
+  for (double n : {0.0, 1.0, 7.0, 1234.0, 2147483646.0}) {
+    auto size = workspace_size<double>("t", n);
+    ASSERT_TRUE(size) << n;
+    EXPECT_GE(*size, static_cast<Int>(n));
+    EXPECT_LE(*size, static_cast<Int>(n) + 1);
+  }
+  auto size = workspace_size<float>("t", 12.5f);  // a fractional answer is rounded up
+  ASSERT_TRUE(size);
+  EXPECT_GE(*size, 13);
+}
+
+TEST(LapackWorkspace, TheSlackNeverPassesTheLargestLapackInteger) {
+  // 2147483520 is the largest float below 2^31: the next float up is 2^31, which LAPACK's integer
+  // cannot hold, but LAPACK computed the size in that integer, so INT_MAX covers it.
+  auto size = workspace_size<float>("t", 2147483520.0f);
+  ASSERT_TRUE(size) << size.error().to_string();
+  EXPECT_EQ(*size, INT_MAX);
+  size = workspace_size<double>("t", double(INT_MAX));
+  ASSERT_TRUE(size);
+  EXPECT_EQ(*size, INT_MAX);
+}
+
+TEST(LapackWorkspace, AnAnswerAboveIntMaxIsRefusedNamingTheTargetAndTheSize) {
+  for (double n : {2147483648.0, 4e9, 1e30}) {
+    auto size = workspace_size<double>("plugboard_lapack_dgesdd", n);
+    ASSERT_FALSE(size) << n << " gave " << *size;
+    EXPECT_EQ(size.error().code(), Code::kOutOfRange);
+    EXPECT_NE(size.error().message().find("plugboard_lapack_dgesdd"), std::string::npos) << size.error().to_string();
+    EXPECT_NE(size.error().message().find("2147483647"), std::string::npos) << size.error().to_string();
+  }
+  auto size = workspace_size<float>("plugboard_lapack_ssyevd", 3e9f);
+  ASSERT_FALSE(size);
+  EXPECT_NE(size.error().message().find("3000000000"), std::string::npos) << size.error().to_string();
+}
+
+TEST(LapackWorkspace, ANegativeOrNaNAnswerIsRefused) {
+  for (float bad : {-1.0f, std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+    auto size = workspace_size<float>("plugboard_lapack_ssyevd", bad);
+    ASSERT_FALSE(size) << bad;
+    EXPECT_NE(size.error().message().find("plugboard_lapack_ssyevd"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace plugboard::lapack
