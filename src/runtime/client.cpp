@@ -9,6 +9,7 @@
 #include "platforms/registry.h"
 #include "plugin/plugin_output.h"
 #include "runtime/executable_internal.h"
+#include "runtime/create_option_rules.h"
 #include "runtime/device_kind.h"
 #include "runtime/execute_context.h"
 #include "runtime/named_values.h"
@@ -71,12 +72,15 @@ Expected<std::shared_ptr<Client>> Client::create(std::shared_ptr<const Plugin> p
     const std::string doing = "creating a client of " + plugin->path().string();
 
     PB_ASSIGN_OR_RETURN(std::vector<NamedValue> create_options, annotate(with_node_options(options), doing));
+    PB_RETURN_IF_ERROR(check_create_options(create_options, plugin->path().string()));
     std::vector<PJRT_NamedValue> named = internal::to_pjrt(create_options);
     auto args = PB_PJRT_ARGS(PJRT_Client_Create_Args);
     args.create_options = named.data();
     args.num_options = named.size();
     if (options.kv_store) distributed::attach_key_value_store(args, options.kv_store.get(), plugin->version().minor);
-    PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Client_Create, args), doing));
+    // A refusal names the options the plugin was given (one it does not know, or a value it will not take).
+    PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Client_Create, args),
+                                create_options.empty() ? doing : doing + " with " + describe_create_options(create_options)));
 
     if (!args.client)
       return std::unexpected(plugin_output::bad_output(api, "PJRT_Client_Create", "a null client without an error"));
