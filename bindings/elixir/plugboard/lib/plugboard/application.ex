@@ -93,6 +93,13 @@ defmodule Plugboard.Application do
 
   @impl true
   def stop(_state) do
+    # The booted client is let go of here, so that its teardown is among those awaited: erasing the
+    # term alone frees it only once every process has been scanned for it, after the wait.
+    case :persistent_term.get({Plugboard, :boot}, nil) do
+      %{client: %Plugboard.Client{} = client} -> Plugboard.close(client)
+      _ -> :ok
+    end
+
     :persistent_term.erase({Plugboard, :boot})
 
     case Plugboard.Native.await_teardowns(@teardown_wait_ms) do
