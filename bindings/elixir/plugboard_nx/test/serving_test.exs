@@ -39,6 +39,8 @@ defmodule Plugboard.ServingTest do
   test "#{@label}: run/3 answers with where the batch ran; weight is devices x 1 on cpu", %{name: name, client: client} do
     start_supervised!({Serving, serving: serving(&Model.affine/1, name), name: name, client: client, batch_size: 4, idempotent: true})
 
+    # Learned by the router in the background (run/3 waits for a first member meanwhile).
+    assert eventually(fn -> Router.members(name) != [] end)
     assert [%{weight: 2, devices: 2, device_kind: "cpu", idempotent: true, node: node, target: target}] =
              Router.members(name) |> Enum.map(& &1.info)
     assert node == node()
@@ -61,8 +63,8 @@ defmodule Plugboard.ServingTest do
     assert Nx.to_flat_list(out2) == [3.0, 5.0, 7.0]
 
     # Many at once: every answer right, the published load back to 0 after.
-    results = Task.async_stream(1..64, fn i -> Serving.run(name, Nx.Batch.stack([Nx.tensor([i * 1.0])])) end, max_concurrency: 16) |> Enum.to_list()
-    assert Enum.map(results, fn {:ok, {:ok, t}} -> Nx.to_flat_list(t) end) == Enum.map(1..64, &[2.0 * &1 + 1])
+    results = Task.async_stream(1..64, fn i -> Serving.run(name, Nx.Batch.stack([Nx.tensor([i * 1.0, 1.0, 2.0])])) end, max_concurrency: 16) |> Enum.to_list()
+    assert Enum.map(results, fn {:ok, {:ok, t}} -> Nx.to_flat_list(t) end) == Enum.map(1..64, &[2.0 * &1 + 1, 3.0, 5.0])
     assert GenServer.call(hd(Router.members(name)).pid, :info).load == 0
 
     cluster = Plugboard.cluster_report()
@@ -115,18 +117,57 @@ defmodule Plugboard.ServingTest do
     assert_received {:retry, %{attempt: 2}, %{name: ^name, node: ^node, reason: :timeout}}
     assert {:ok, _} = Serving.run(name, input, timeout: 5_000)
     # The timed-out requests finished on the node (the caller only stopped waiting): no load is left.
-    assert eventually(fn -> hd(Router.members(name)).load == 0 end)
+    assert eventually(fn -> match?([%{load: 0}], Router.members(name)) end)
   end
 
   test "a caller killed mid-request leaves no load behind", %{name: name, client: client} do
     start_supervised!({Serving, serving: Model.slow_serving(client), name: name, client: client, batch_size: 1, idempotent: true})
     input = Nx.Batch.stack([Nx.tensor([1.0])])
     callers = for _ <- 1..3, do: spawn(fn -> Serving.run(name, input) end)
-    assert eventually(fn -> hd(Router.members(name)).load == 3 end)
+    assert eventually(fn -> match?([%{load: 3}], Router.members(name)) end)
     Enum.each(callers, &Process.exit(&1, :kill))
     # Their requests still run on the node; then the node's load and this node's count both reach 0
     # (the count through the router's sweep: a killed caller runs no `after`).
-    assert eventually(fn -> hd(Router.members(name)).load == 0 end, 5_000)
+    assert eventually(fn -> match?([%{load: 0}], Router.members(name)) end, 5_000)
+  end
+
+  test "a request whose shape differs from the serving's template fails alone, naming both; its batch runs", %{name: name, client: client} do
+    start_supervised!({Serving, serving: serving(&Model.affine/1, name), name: name, client: client, batch_size: 16, batch_timeout: 300})
+    good = fn i -> Nx.Batch.stack([Nx.tensor([i * 1.0, 0.0, 0.0])]) end
+    # The template: learned from the first request answered (an entry of f32 {3}).
+    assert {:ok, _} = Serving.run(name, good.(0))
+
+    results =
+      1..16
+      |> Task.async_stream(fn
+        8 -> Serving.run(name, Nx.Batch.stack([Nx.tensor([1.0, 2.0])]))
+        i -> Serving.run(name, good.(i))
+      end, max_concurrency: 16, timeout: 20_000)
+      |> Enum.map(fn {:ok, result} -> result end)
+
+    {bad, goods} = List.pop_at(results, 7)
+    assert {:error, {:serving, node, message}} = bad
+    assert node == node()
+    assert message =~ "expected f32 {3}, given f32 {2}"
+    expected = for i <- Enum.reject(1..16, &(&1 == 8)), do: {:ok, [2.0 * i + 1, 1.0, 1.0]}
+    assert Enum.map(goods, fn {:ok, t} -> {:ok, Nx.to_flat_list(t)}; other -> other end) == expected
+
+    # A template given at start: the first request is checked too.
+    other = :"#{name}_template"
+    start_supervised!({Serving, serving: serving(&Model.affine/1, name), name: other, client: client, template: Nx.template({3}, :f32)})
+    assert {:error, {:serving, _, message}} = Serving.run(other, Nx.Batch.stack([Nx.tensor([1, 2, 3])]))
+    assert message =~ "expected f32 {3}, given s32 {3}"
+    assert {:ok, _} = Serving.run(other, good.(1))
+  end
+
+  test "a remote half killed while it waits leaves no load on its node", %{name: name, client: client} do
+    start_supervised!({Serving, serving: Model.slow_serving(client), name: name, client: client, batch_size: 1})
+    [member] = :pg.get_members(Plugboard.Cluster.scope(), {:serving, name})
+    input = Nx.Batch.stack([Nx.tensor([1.0])])
+    halves = for _ <- 1..2, do: spawn(Serving, :__remote_run__, [make_ref(), name, input])
+    assert eventually(fn -> GenServer.call(member, :info).load == 2 end)
+    Enum.each(halves, &Process.exit(&1, :kill))
+    assert eventually(fn -> GenServer.call(member, :info).load == 0 end, 2_000)
   end
 
   test "the load driver: closed loop keeps `concurrency` outstanding, open loop sends at `rate`" do
@@ -157,6 +198,78 @@ defmodule Plugboard.ServingTest do
     deadline = System.monotonic_time(:millisecond) + ms
     Stream.repeatedly(fn -> fun.() || (Process.sleep(20) && false) end)
     |> Enum.find(fn ok -> ok or System.monotonic_time(:millisecond) > deadline end)
+  end
+
+  # A process in the serving's :pg group that answers :info with `reply` (or never, for :silent).
+  defp fake_member(name, reply) do
+    test = self()
+
+    pid =
+      spawn(fn ->
+        :ok = :pg.join(Plugboard.Cluster.scope(), {:serving, name}, self())
+        send(test, :joined)
+        fake_loop(reply)
+      end)
+
+    assert_receive :joined
+    on_exit(fn -> Process.exit(pid, :kill) end)
+    pid
+  end
+
+  defp fake_loop(reply) do
+    receive do
+      {:"$gen_call", from, :info} when reply != :silent -> GenServer.reply(from, reply)
+      _ -> :ok
+    end
+
+    fake_loop(reply)
+  end
+
+  test "a member that never answers :info costs run/3 nothing; requests go to the good member", %{name: name, client: client} do
+    start_supervised!({Serving, serving: serving(&Model.affine/1, name), name: name, client: client, batch_size: 4})
+    input = Nx.Batch.stack([Nx.tensor([1.0])])
+    assert {:ok, _} = Serving.run(name, input)
+    silent = fake_member(name, :silent)
+
+    # Each call well under the 1 s an :info call to the silent member may take, call after call.
+    for _ <- 1..5 do
+      {us, {:ok, out, %{node: node}}} = :timer.tc(fn -> Serving.run(name, input, info: true) end)
+      assert Nx.to_flat_list(out) == [3.0] and node == node()
+      assert us < 300_000, "run/3 took #{div(us, 1000)} ms with a silent member"
+    end
+
+    assert [%{pid: good}] = Router.members(name)
+    assert good != silent
+  end
+
+  test "a member whose :info or published load is malformed is left out (logged once), never raised on", %{name: name, client: client} do
+    start_supervised!({Serving, serving: serving(&Model.affine/1, name), name: name, client: client, batch_size: 4})
+    input = Nx.Batch.stack([Nx.tensor([1.0])])
+    assert {:ok, _} = Serving.run(name, input)
+
+    log =
+      ExUnit.CaptureLog.capture_log(fn ->
+        bad_weight = fake_member(name, %{weight: "heavy", load: :lots, idempotent: true})
+        _no_fields = fake_member(name, %{})
+        _not_a_map = fake_member(name, :nonsense)
+
+        for _ <- 1..5, routing <- [:load, :weighted] do
+          assert {:ok, out} = Serving.run(name, input, routing: routing)
+          assert Nx.to_flat_list(out) == [3.0]
+        end
+
+        assert [%{pid: good}] = Router.members(name)
+        assert good != bad_weight
+        # A published load that is not a count is ignored too.
+        send(Router, {:plugboard_serving_load, name, node(), good, :lots})
+        assert {:ok, _} = Serving.run(name, input)
+        assert [%{load: load}] = Router.members(name)
+        assert is_integer(load)
+        Process.sleep(200)
+      end)
+
+    assert length(String.split(log, "weight: \"heavy\"")) == 2, log
+    assert log =~ "malformed :info"
   end
 
   test "the router's choice: least load per weight, or weight alone" do

@@ -16,6 +16,8 @@ defmodule Plugboard.Serving.Router do
     * `:weighted`: one member at random by weight, as `Nx.Serving.batched_run/2` chooses.
   """
   use GenServer
+  require Logger
+  import Bitwise
 
   @table __MODULE__
   @group :plugboard_serving_routers
@@ -30,14 +32,27 @@ defmodule Plugboard.Serving.Router do
   @type member :: %{pid: pid(), node: node(), weight: pos_integer(), load: non_neg_integer(), rtt: float() | nil, info: map()}
 
   @doc """
-  The members of `name`'s serving now (one per node), with their weight and load as this node sees
-  them. A member not seen before is asked for its `:info` once (bounded by 1 s; one that does not
-  answer is left out this time).
+  The members of `name`'s serving now (one per node) whose `:info` this node has learned, with their
+  weight and load as this node sees them. Never waits on a member: one not seen before is asked for
+  its `:info` by the router, in a process of its own (bounded by 1 s), and is left out until it has
+  answered. One that does not answer, or answers with a malformed `:info` (not a map with a positive
+  integer `weight`, a non-negative integer `load` and a boolean `idempotent`; logged once), is asked
+  again after 1 s, then 2, 4, ... up to 30 s, for as long as it stays in the group.
   """
   @spec members(atom()) :: [member()]
   def members(name) do
     for pid <- :pg.get_members(Plugboard.Cluster.scope(), {:serving, name}), member = known(name, pid), do: member
   end
+
+  @doc false
+  # `info` as a member's :info must be to be routed to: {:ok, info} or {:error, why}.
+  def validate_info(%{weight: w, load: l, idempotent: i} = info)
+      when is_integer(w) and w > 0 and is_integer(l) and l >= 0 and is_boolean(i),
+      do: {:ok, info}
+
+  def validate_info(other),
+    do: {:error, "malformed :info #{inspect(other, limit: 10, printable_limit: 100)} (expected a map with weight: a positive integer, " <>
+                 "load: a non-negative integer, idempotent: a boolean)"}
 
 
   @doc "Chooses one of `members` (as `members/1` gives them) by `routing`; nil for none."
@@ -80,18 +95,15 @@ defmodule Plugboard.Serving.Router do
     end
   end
 
-  # The row goes in before the router watches the member: a :DOWN always finds it to delete.
+  # Not known: the router asked to learn it, once (the :learning row stays while it is asked and
+  # while it waits to be asked again). Left out meanwhile.
   defp learn(name, pid) do
-    info = GenServer.call(pid, :info, 1_000)
-    :ets.insert(@table, {{:member, name, pid}, info, info.load})
-    GenServer.cast(__MODULE__, {:watch, pid})
-    member(name, pid, info, info.load)
-  catch
-    :exit, _ -> nil
+    if :ets.insert_new(@table, {{:learning, name, pid}}), do: GenServer.cast(__MODULE__, {:learn, name, pid, 0})
+    nil
   end
 
   defp member(name, pid, info, published) do
-    %{pid: pid, node: node(pid), weight: max(info.weight, 1), load: max(published, counter(name, pid)),
+    %{pid: pid, node: node(pid), weight: info.weight, load: max(published, counter(name, pid)),
       rtt: rtt(name, pid), info: info}
   end
 
@@ -140,32 +152,77 @@ defmodule Plugboard.Serving.Router do
   end
 
   @sweep_ms 1_000
+  @info_timeout_ms 1_000
+  @backoff_ms 1_000
+  @max_backoff_ms 30_000
 
   @impl true
   def init(_) do
     :ets.new(@table, [:named_table, :public, :set, read_concurrency: true, write_concurrency: true])
     :ok = :pg.join(Plugboard.Cluster.scope(), @group, self())
     Process.send_after(self(), :sweep, @sweep_ms)
-    {:ok, %{watched: MapSet.new()}}
+    {:ok, %{watched: MapSet.new(), logged: MapSet.new()}}
+  end
+
+  # Asks `pid` for its :info from a process of its own (the router never waits on a member); the
+  # answer comes back as {:learned, ...}. The member is watched from the first ask: its :DOWN ends
+  # the learning too.
+  @impl true
+  def handle_cast({:learn, name, pid, failures}, state) do
+    router = self()
+
+    spawn(fn ->
+      answer =
+        try do
+          validate_info(GenServer.call(pid, :info, @info_timeout_ms))
+        catch
+          :exit, reason -> {:silent, "no :info answer (#{inspect(reason, limit: 5)})"}
+        end
+
+      send(router, {:learned, name, pid, failures, answer})
+    end)
+
+    {:noreply, watch(state, pid)}
   end
 
   @impl true
-  def handle_cast({:watch, pid}, state) do
-    if MapSet.member?(state.watched, pid),
-      do: {:noreply, state},
-      else: (Process.monitor(pid); {:noreply, %{state | watched: MapSet.put(state.watched, pid)}})
+  # The row goes in only while the member is still in the group and watched: a :DOWN always finds it.
+  def handle_info({:learned, name, pid, failures, answer}, state) do
+    cond do
+      # Gone meanwhile (its :DOWN handled: no longer watched) or out of the group.
+      not MapSet.member?(state.watched, pid) or not present?(name, pid) ->
+        :ets.delete(@table, {:learning, name, pid})
+        {:noreply, state}
+
+      match?({:ok, _}, answer) ->
+        {:ok, info} = answer
+        :ets.insert(@table, {{:member, name, pid}, info, info.load})
+        :ets.delete(@table, {:learning, name, pid})
+        {:noreply, state}
+
+      true ->
+        {_, why} = answer
+        state = log_once(state, pid, answer, "plugboard: serving #{inspect(name)}: member #{inspect(pid)} on #{node(pid)} left out: #{why}")
+        Process.send_after(self(), {:relearn, name, pid, failures + 1}, min(@backoff_ms <<< failures, @max_backoff_ms))
+        {:noreply, state}
+    end
   end
 
-  @impl true
-  def handle_info({:plugboard_serving_load, name, _node, pid, load}, state) do
-    # Only members already known (their :info learned) are updated; others are learned when chosen.
-    :ets.update_element(@table, {:member, name, pid}, {3, load})
+  def handle_info({:relearn, name, pid, failures}, state) do
+    if present?(name, pid),
+      do: handle_cast({:learn, name, pid, failures}, state),
+      else: (:ets.delete(@table, {:learning, name, pid}); {:noreply, state})
+  end
+
+  def handle_info({:plugboard_serving_load, name, _node, pid, load}, state) when is_integer(load) and load >= 0 do
+    # A member already known is updated; one not known yet is learned (it is in the group).
+    if not :ets.update_element(@table, {:member, name, pid}, {3, load}), do: learn(name, pid)
     {:noreply, state}
   end
 
   def handle_info({:DOWN, _, :process, pid, _}, state) do
     forget(pid)
-    {:noreply, %{state | watched: MapSet.delete(state.watched, pid)}}
+    {:noreply, %{state | watched: MapSet.delete(state.watched, pid), logged: MapSet.delete(state.logged, pid)}}
   end
 
   # Every second: requests whose caller died uncounted; rows of members no longer known removed
@@ -188,7 +245,26 @@ defmodule Plugboard.Serving.Router do
 
   def handle_info(_other, state), do: {:noreply, state}
 
+  defp watch(state, pid) do
+    if MapSet.member?(state.watched, pid),
+      do: state,
+      else: (Process.monitor(pid); %{state | watched: MapSet.put(state.watched, pid)})
+  end
+
+  defp present?(name, pid), do: pid in :pg.get_members(Plugboard.Cluster.scope(), {:serving, name})
+
+  # A malformed member is logged once (it will not mend); a silent one at debug level, once.
+  defp log_once(state, pid, answer, message) do
+    if MapSet.member?(state.logged, pid) do
+      state
+    else
+      if match?({:silent, _}, answer), do: Logger.debug(message), else: Logger.warning(message)
+      %{state | logged: MapSet.put(state.logged, pid)}
+    end
+  end
+
   defp forget(pid) do
+    :ets.match_delete(@table, {{:learning, :_, pid}})
     :ets.match_delete(@table, {{:member, :_, pid}, :_, :_})
     :ets.match_delete(@table, {{:in_flight, :_, pid}, :_})
     :ets.match_delete(@table, {{:rtt, :_, pid}, :_})
