@@ -22,6 +22,12 @@ defmodule Plugboard.Serving do
     * a `Plugboard.Serving.Member` in the cluster's directory that tells callers the node's target,
       devices, weight and whether the serving is idempotent, and publishes its load (requests in
       progress) as it changes.
+    * each request checked against the serving's template before it joins a batch: one of another
+      shape or type fails alone, in its caller, naming the expected and the given shapes (`Nx.Serving`
+      would merge it into a batch and fail every request of that batch). `template:` gives it (an
+      `Nx.template/2` of one entry, or a container of them); without it, it is learned from the first
+      request answered when `batch_size` is above 1; `template: false` checks nothing
+      (`Plugboard.Serving.Template`).
   Other options (`batch_size`, `batch_timeout`, `partitions`, ...) go to `Nx.Serving`.
 
   ## From any node: `run/3`
@@ -67,12 +73,12 @@ defmodule Plugboard.Serving do
   :retry]` (measurements `attempt`; metadata `name`, `node`, `reason`).
   """
   require Logger
-  alias Plugboard.Serving.{Member, Router}
+  alias Plugboard.Serving.{Member, Router, Template}
 
   # Why a request can be lost with its node (and tried elsewhere); any other exit of the request's
   # process is an error of that request.
   @lost_reasons [:noconnection, :noproc, :timeout]
-  @serving_keys [:serving, :name, :idempotent, :weight, :publish_ms, :client]
+  @serving_keys [:serving, :name, :idempotent, :weight, :publish_ms, :client, :template]
   @run_option_kinds %{routing: ":load or :weighted", retries: "a non-negative integer", timeout: "a positive integer (ms) or :infinity",
                       wait: "a non-negative integer (ms)", info: "a boolean"}
 
@@ -87,8 +93,11 @@ defmodule Plugboard.Serving do
     with {:ok, name} <- fetch_name(opts),
          {:ok, %Nx.Serving{} = serving} <- fetch_serving(opts),
          {:ok, client} <- client(name, opts[:client]),
+         {:ok, template} <- template(opts),
          {:ok, info} <- node_info(client, opts) do
-      serving = portable_replies(serving)
+      # Nothing to check where no two requests are merged (Nx.Serving's default batch_size is 1).
+      template = if template == nil and Keyword.get(opts, :batch_size, 1) == 1, do: false, else: template
+      serving = serving |> portable_replies() |> Template.checked(name, template)
 
       nx_opts =
         opts
@@ -105,6 +114,13 @@ defmodule Plugboard.Serving do
     case opts[:name] do
       name when is_atom(name) and name not in [nil, true, false] -> {:ok, name}
       other -> invalid("name: must be an atom (the serving's registered name), got #{inspect(other)}")
+    end
+  end
+
+  defp template(opts) do
+    case Template.validate(opts[:template]) do
+      {:ok, template} -> {:ok, template}
+      {:error, message} -> invalid(message)
     end
   end
 
@@ -311,10 +327,10 @@ defmodule Plugboard.Serving do
 
   @doc false
   # The remote half, spawned on the member's node: runs the request on the local Nx.Serving and exits
-  # with {ref, result}, counted in the node's published load meanwhile.
+  # with {ref, result}, counted in the node's published load until it ends (the member watches it:
+  # killed while waiting, it is counted down all the same).
   def __remote_run__(ref, name, input) do
-    {counter, where} = Member.load_counter(name) || exit(:noproc)
-    :atomics.add(counter, 1, 1)
+    where = Member.track(name) || exit(:noproc)
 
     result =
       try do
@@ -322,8 +338,6 @@ defmodule Plugboard.Serving do
       catch
         :exit, {:noproc, _} -> exit(:noproc)
         kind, reason -> {:error, Exception.format_banner(kind, reason, __STACKTRACE__)}
-      after
-        :atomics.sub(counter, 1, 1)
       end
 
     exit({ref, result})

@@ -5,7 +5,9 @@ defmodule Plugboard.Serving.Member do
   (`%{name, node, target, platform, devices, device_kind, weight, idempotent, load}`) and publishes
   the node's load — requests taken and not yet answered — to every node's router
   (`Plugboard.Serving.Router`) when it changes, at most once every `publish_ms` (default 5 ms): one
-  small message per router per change, and once a second when nothing changes.
+  small message per router per change, and once a second when nothing changes. Each request in
+  progress is counted by the process that runs it (`track/1`) and counted down by the member when that
+  process ends, however it ends (one killed while it waits included).
   """
   use GenServer
 
@@ -17,17 +19,28 @@ defmodule Plugboard.Serving.Member do
   def start_link(opts), do: GenServer.start_link(__MODULE__, opts)
 
   @doc false
-  # {counter, where}: the counter of requests in progress on this node for `name` (the remote half of
-  # Plugboard.Serving.run/3 increments it around each request) and %{node, target} (what the caller is
-  # told of where its request ran); nil when this node does not serve `name`.
-  def load_counter(name), do: :persistent_term.get({__MODULE__, name}, nil)
+  # Counts the calling process as a request in progress on this node for `name` until it ends, however
+  # it ends (killed included: the member watches it, no `after` of the caller's is needed). Returns
+  # %{node, target} (what the caller is told of where its request ran), or nil when this node does
+  # not serve `name`.
+  def track(name) do
+    case :persistent_term.get({__MODULE__, name}, nil) do
+      {counter, member, where} ->
+        :atomics.add(counter, 1, 1)
+        send(member, {:track, self()})
+        where
+
+      nil ->
+        nil
+    end
+  end
 
   @impl true
   def init(opts) do
     name = Keyword.fetch!(opts, :name)
     counter = :atomics.new(1, signed: true)
     info = Map.merge(Keyword.fetch!(opts, :info), %{name: name, node: node()})
-    :persistent_term.put({__MODULE__, name}, {counter, %{node: node(), target: info[:target]}})
+    :persistent_term.put({__MODULE__, name}, {counter, self(), %{node: node(), target: info[:target]}})
     :ok = :pg.join(Plugboard.Cluster.scope(), {:serving, name}, self())
     Process.flag(:trap_exit, true)
     send(self(), :publish)
@@ -58,11 +71,23 @@ defmodule Plugboard.Serving.Member do
     {:noreply, %{state | ticks: ticks}}
   end
 
+  # A request counted by track/1: counted down when its process ends.
+  def handle_info({:track, pid}, state) do
+    Process.monitor(pid)
+    {:noreply, state}
+  end
+
+  def handle_info({:DOWN, _, :process, _pid, _}, state) do
+    :atomics.sub(state.counter, 1, 1)
+    {:noreply, state}
+  end
+
   def handle_info(_other, state), do: {:noreply, state}
 
   @impl true
   def terminate(_reason, state) do
     :persistent_term.erase({__MODULE__, state.name})
+    Plugboard.Serving.Template.forget(state.name)
     :ok
   end
 
