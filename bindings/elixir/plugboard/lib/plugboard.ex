@@ -148,7 +148,8 @@ defmodule Plugboard do
   node) that the plugin's `kv_get` / `kv_put` / `kv_try_get` reach, `node_id:` and `num_nodes:`
   passed as the create options of those names (only when given; 0 <= node_id < num_nodes), and
   `timeout:` (ms or `:infinity`, the default) for `PJRT_Client_Create`, which may wait for the other
-  nodes. The client is then created on a plugboard thread, never a scheduler.
+  nodes. The client is then created on a plugboard thread, never a scheduler. A call that times
+  out lets go of the client created after it gave up (no late reply reaches the caller).
   """
   @spec open(Path.t(), [{String.t(), term()}], keyword()) :: result(Client.t())
   def open(plugin, create_options \\ [], opts \\ [])
@@ -162,17 +163,51 @@ defmodule Plugboard do
          {:ok, timeout} <- Options.timeout(opts, :timeout, :infinity),
          {:ok, node_id} <- Options.optional_index(opts, :node_id),
          {:ok, num_nodes} <- Options.optional_index(opts, :num_nodes),
-         {:ok, store} <- kv_resource(opts[:kv_store]),
-         ref = make_ref(),
-         :ok <- Native.open_distributed(Path.expand(plugin), create_options, store, node_id, num_nodes, ref) do
-      receive do
-        {^ref, {:ok, resource}} -> Client.wrap(resource)
-        {^ref, {:error, _} = error} -> error
-      after
-        timeout -> {:error, Error.new(:deadline_exceeded, "open: #{plugin} did not create its client within #{timeout} ms")}
-      end
+         {:ok, store} <- kv_resource(opts[:kv_store]) do
+      open_through_proxy(plugin, fn ref -> Native.open_distributed(Path.expand(plugin), create_options, store, node_id, num_nodes, ref) end, timeout)
     end
   end
+
+  # The client is created for a process of its own, which hands it on: a caller that gives up
+  # (`timeout:`) ends that process, so a client created later finds nobody to send to and is
+  # destroyed, rather than kept alive by a reply left in the caller's mailbox.
+  defp open_through_proxy(plugin, start, timeout) do
+    tag = make_ref()
+    caller = self()
+
+    {proxy, monitor} =
+      spawn_monitor(fn ->
+        ref = make_ref()
+
+        case start.(ref) do
+          :ok -> receive do: ({^ref, result} -> send(caller, {tag, result}))
+          error -> send(caller, {tag, error})
+        end
+      end)
+
+    receive do
+      {^tag, result} ->
+        Process.demonitor(monitor, [:flush])
+        opened(result)
+
+      {:DOWN, ^monitor, :process, ^proxy, reason} ->
+        {:error, Error.new(:internal, "open: #{plugin}: the process opening it exited: #{inspect(reason, limit: 5)}")}
+    after
+      timeout ->
+        Process.exit(proxy, :kill)
+        receive do: ({:DOWN, ^monitor, :process, ^proxy, _} -> :ok)
+
+        # What the proxy sent before it ended is here now (signals between two processes keep their order).
+        receive do
+          {^tag, result} -> opened(result)
+        after
+          0 -> {:error, Error.new(:deadline_exceeded, "open: #{plugin} did not create its client within #{timeout} ms")}
+        end
+    end
+  end
+
+  defp opened({:ok, resource}), do: Client.wrap(resource)
+  defp opened({:error, _} = error), do: error
 
   defp kv_resource(nil), do: {:ok, nil}
   defp kv_resource(%Plugboard.KeyValueStore{} = kv), do: Plugboard.KeyValueStore.resource(kv)

@@ -1,0 +1,36 @@
+defmodule Plugboard.OpenTimeoutTest do
+  # open/3 with timeout: against a plugin whose PJRT_Client_Create is slow (the fault plugin's
+  # slow:MS): the caller gives up, and the client the plugin creates afterwards must neither reach
+  # the caller's mailbox nor stay alive. Alone (async: false): it counts the VM's live clients.
+  use ExUnit.Case, async: false
+  import Plugboard.TestSupport
+
+  defp live_clients, do: Plugboard.native_objects().client
+
+  defp settled(expected, tries \\ 50) do
+    :erlang.garbage_collect()
+    cond do
+      live_clients() == expected -> true
+      tries == 0 -> false
+      true -> Process.sleep(100); settled(expected, tries - 1)
+    end
+  end
+
+  test "a late client is let go of, and no reply reaches the caller" do
+    plugin = fault_plugin("fault_well_formed")
+    before = live_clients()
+    assert {:error, %Plugboard.Error{code: :deadline_exceeded, message: message}} =
+             Plugboard.open(plugin, [{"fault", "slow:400"}], timeout: 20)
+    assert message =~ "within 20 ms"
+    # The plugin creates the client 400 ms after the call: nothing may arrive then.
+    refute_receive _, 1_500
+    assert settled(before), "the late client is still alive: #{live_clients()} live clients, #{before} before"
+  end
+
+  test "in time, the client is returned and nothing else arrives" do
+    plugin = fault_plugin("fault_well_formed")
+    assert {:ok, %Plugboard.Client{} = c} = Plugboard.open(plugin, [{"fault", "slow:50"}], timeout: 10_000)
+    assert Plugboard.client_id(c) > 0
+    refute_receive _, 200
+  end
+end
