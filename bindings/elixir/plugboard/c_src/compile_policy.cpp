@@ -1,6 +1,7 @@
 #include "compile_policy.h"
 
 #include <array>
+#include <cctype>
 
 namespace plugboard::nif {
 namespace {
@@ -10,15 +11,43 @@ constexpr size_t kInlineResultBytes = 64 * 1024;
 
 // Operation names (StableHLO, CHLO and MHLO spell them alike) that make a program's run time
 // unbounded by its size or hidden from XLA's cost model.
-// Also the operations that wait on something outside the program (infeed, outfeed, send, recv).
-constexpr std::array<std::string_view, 14> kLongRunning = {
-    "while", "custom_call", "sort",  "scatter", "fft",     "cholesky", "triangular_solve",
-    "rng",   "eigh",        "top_k", "infeed",  "outfeed", "send",     "recv"};
+// Also the operations that wait on something outside the program: infeed, outfeed, send, recv, and
+// the collectives, which wait for every peer (and, with a key-value store attached, on the store);
+// "sharding" is in every SPMD program's argument or result attributes (mhlo.sharding, sdy.sharding).
+constexpr std::array<std::string_view, 21> kLongRunning = {
+    "while",      "custom_call",        "sort",                 "scatter",        "fft",
+    "cholesky",   "triangular_solve",   "rng",                  "eigh",           "top_k",
+    "infeed",     "outfeed",            "send",                 "recv",           "all_reduce",
+    "all_gather", "all_to_all",         "collective_permute",   "collective_broadcast",
+    "reduce_scatter", "sharding"};
+
+// A module attribute that gives more than one partition or replica ("mhlo.num_partitions = 2 : i32"
+// in text; JAX writes "= 1" into every module, which stays inline).
+bool names_more_than_one(std::string_view program_bytes, std::string_view attribute) {
+  for (size_t at = program_bytes.find(attribute); at != std::string_view::npos; at = program_bytes.find(attribute, at + 1)) {
+    size_t i = at + attribute.size();
+    auto skip_spaces = [&] {
+      while (i < program_bytes.size() && std::isspace(static_cast<unsigned char>(program_bytes[i]))) ++i;
+    };
+    skip_spaces();
+    if (i >= program_bytes.size() || program_bytes[i] != '=') continue;
+    ++i;
+    skip_spaces();
+    size_t digits = i;
+    while (digits < program_bytes.size() && program_bytes[digits] == '0') ++digits;  // "01" is one
+    size_t end = digits;
+    while (end < program_bytes.size() && std::isdigit(static_cast<unsigned char>(program_bytes[end]))) ++end;
+    if (end == i) return true;  // not a number in text: assume the worst
+    if (end - digits > 1 || (end - digits == 1 && program_bytes[digits] > '1')) return true;
+  }
+  return false;
+}
 
 }  // namespace
 
 bool may_launch_inline(std::string_view program_bytes, const api::Executable& executable) {
   if (!executable.host_callbacks_needed().empty()) return false;
+  if (executable.devices().size() > 1) return false;  // SPMD: each part waits for the others
   const auto custom_calls = executable.custom_call_targets();
   if (!custom_calls || !custom_calls->empty()) return false;  // unknown, or library work XLA cannot cost
   size_t result_bytes = 0;
@@ -30,7 +59,7 @@ bool may_launch_inline(std::string_view program_bytes, const api::Executable& ex
   if (result_bytes > kInlineResultBytes) return false;
   for (std::string_view name : kLongRunning)
     if (program_bytes.find(name) != std::string_view::npos) return false;
-  return true;
+  return !names_more_than_one(program_bytes, "num_partitions") && !names_more_than_one(program_bytes, "num_replicas");
 }
 
 }  // namespace plugboard::nif

@@ -32,7 +32,7 @@ defmodule Plugboard.Executable do
   persistent compile cache) or `:precompiled` (the release's bundle, `precompile:`), loaded in
   `compile_ms`; `notes` names cache entries refused on the way. `launch` says where its executions
   start: `:inline` on the calling scheduler (nothing in the program says it could run long: no loops,
-  custom calls or host callbacks, small results; one launch over 0.5 ms sends later ones to a thread),
+  custom calls, host callbacks, collectives or SPMD partitioning, small results; one launch over 0.5 ms sends later ones to a thread),
   or `:thread` on one of plugboard's threads. `devices` lists the device indices it was compiled
   for, partition by partition (one; several for `partitions:`, run with `Plugboard.run_partitioned/3`;
   none for a portable program). `target` is its client's (`Plugboard.Client`). Safe to run from any
@@ -151,6 +151,8 @@ defmodule Plugboard.Run do
   An execution in flight, from `Plugboard.run_async/3`; `Plugboard.await/2` waits for it (and runs
   its host callbacks that are Elixir functions, in the process that started it).
   """
-  @type t :: %__MODULE__{ref: reference(), gate: reference() | nil, blocking: map(), ordered: map(), executable: String.t(), done: term()}
-  defstruct [:ref, :gate, :blocking, :ordered, :executable, :done]
+  @type t :: %__MODULE__{ref: reference(), gate: reference() | nil, blocking: map(), ordered: map(), executable: String.t(), done: term(),
+                         telemetry: map() | nil}
+  # `telemetry`: what the run's stop event needs (Plugboard.Telemetry.run_start/3), nil when events are off.
+  defstruct [:ref, :gate, :blocking, :ordered, :executable, :done, :telemetry]
 end
