@@ -8,6 +8,8 @@
 #include <iostream>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +17,7 @@
 #include "abi/api.h"
 #include "distributed/in_memory_key_value_store.h"
 #include "distributed/pjrt_key_value.h"
+#include "plugboard/deadline.h"
 #include "runtime/client.h"
 #include "test_env.h"
 
@@ -165,7 +168,10 @@ PJRT_Error* make_plugin_error(PJRT_Error_Code code, const char* message, size_t 
 PJRT_CallbackError plugin_error_maker = &make_plugin_error;
 
 // `key` must outlive the args (a literal, or a string the test keeps).
-PJRT_KeyValueGetCallback_Args get_args(KeyValueStore* store, std::string_view key, int timeout_ms) {
+// timeout_in_ms is an `int` in pjrt_c_api.h: the helper takes exactly that type, so no test narrows
+// a wider timeout without saying so (the int64 extremes are tested on KeyValueStore::get itself).
+using TimeoutInMs = decltype(PJRT_KeyValueGetCallback_Args::timeout_in_ms);
+PJRT_KeyValueGetCallback_Args get_args(KeyValueStore* store, std::string_view key, TimeoutInMs timeout_ms) {
   PJRT_KeyValueGetCallback_Args args{};
   args.struct_size = PJRT_KeyValueGetCallback_Args_STRUCT_SIZE;
   args.key = key.data();
@@ -253,6 +259,74 @@ TEST(KvCallbacks, GetWaitsForAPutFromAnotherThread) {
   ASSERT_EQ(error, nullptr) << error->message;
   EXPECT_EQ(std::string(get.value, get.value_size), "v");
   get.value_deleter_callback(get.value);
+}
+
+// A timeout's extremes. Through the KeyValueStore interface (std::chrono::milliseconds, int64) a
+// caller may pass milliseconds::max() for "forever": it waits for the put that comes rather than
+// overflowing into a deadline in the past; the minimum and zero look once. PJRT's timeout_in_ms is
+// an `int` (pjrt_c_api.h): its extremes, through the callback, behave the same.
+void expect_extremes_behave(KeyValueStore& store, const std::string& key, milliseconds forever, milliseconds least) {
+  std::thread putter([&] {
+    std::this_thread::sleep_for(milliseconds(150));
+    (void)store.put(key, "came");
+  });
+  auto got = store.get(key, forever);
+  putter.join();
+  ASSERT_TRUE(got) << "a get with timeout " << forever.count() << " ms failed at once: " << got.error().to_string();
+  EXPECT_EQ(*got, "came");
+  for (milliseconds timeout : {least, milliseconds(0)}) {
+    const auto start = Clock::now();
+    auto missing = store.get(key + "-missing", timeout);
+    EXPECT_LT(ms_since(start), 500) << "timeout " << timeout.count() << " ms did not look once";
+    ASSERT_FALSE(missing) << timeout.count();
+    EXPECT_EQ(missing.error().code(), Code::kDeadlineExceeded) << timeout.count();
+    auto present = store.get(key, timeout);
+    ASSERT_TRUE(present) << timeout.count();
+    EXPECT_EQ(*present, "came");
+  }
+}
+
+TEST(InMemoryKeyValueStore, GetWithTheInt64ExtremesAndZero) {
+  InMemoryKeyValueStore store;
+  expect_extremes_behave(store, "forever", milliseconds::max(), milliseconds::min());
+}
+
+TEST(KvCallbacks, GetWithTheIntExtremesOfTimeoutInMsAndZero) {
+  InMemoryKeyValueStore store;
+  std::thread putter([&] {
+    std::this_thread::sleep_for(milliseconds(150));
+    (void)store.put("forever", "came");
+  });
+  auto forever = get_args(&store, "forever", std::numeric_limits<TimeoutInMs>::max());
+  PJRT_Error* error = distributed::kv_get_callback(&forever);
+  putter.join();
+  ASSERT_EQ(error, nullptr) << "a kv_get with timeout_in_ms=INT_MAX failed at once: " << error->message;
+  EXPECT_EQ(std::string(forever.value, forever.value_size), "came");
+  forever.value_deleter_callback(forever.value);
+  for (TimeoutInMs timeout : {std::numeric_limits<TimeoutInMs>::min(), TimeoutInMs{0}}) {
+    const auto start = Clock::now();
+    auto missing = get_args(&store, "missing", timeout);
+    PJRT_Error* late = distributed::kv_get_callback(&missing);
+    EXPECT_LT(ms_since(start), 500) << "timeout_in_ms=" << timeout << " did not look once";
+    ASSERT_NE(late, nullptr) << timeout;
+    EXPECT_EQ(late->code, PJRT_Error_Code_DEADLINE_EXCEEDED) << timeout;
+    delete late;
+  }
+}
+
+// The arithmetic under every store's deadline (plugboard/deadline.h): saturating, never wrapping.
+TEST(Deadline, AdditionSaturatesAndFarDeadlinesAreNone) {
+  constexpr auto kMax = milliseconds(std::numeric_limits<int64_t>::max());
+  constexpr auto kMin = milliseconds(std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(saturating_add(kMax, milliseconds(10000)), kMax);
+  EXPECT_EQ(saturating_add(kMin, milliseconds(-1)), kMin);
+  EXPECT_EQ(saturating_add(kMax, kMin), milliseconds(-1));
+  EXPECT_EQ(saturating_add(milliseconds(5), milliseconds(7)), milliseconds(12));
+  const auto now = Clock::now();
+  EXPECT_EQ(deadline_after(now, kMax), std::nullopt);
+  EXPECT_EQ(deadline_after(now, kMin), now);
+  EXPECT_EQ(deadline_after(now, milliseconds(0)), now);
+  EXPECT_EQ(deadline_after(now, milliseconds(250)), now + milliseconds(250));
 }
 
 TEST(KvCallbacks, TryGetOfAMissingKeyIsNotFound) {

@@ -1,18 +1,22 @@
 #include "distributed/in_memory_key_value_store.h"
 
-#include <algorithm>
-
 #include "base/no_throw.h"
+#include "plugboard/deadline.h"
 
 namespace plugboard::distributed {
 
 Expected<std::string> InMemoryKeyValueStore::get(std::string_view key, std::chrono::milliseconds timeout) noexcept {
   return no_throw("reading the key-value store", [&]() -> Expected<std::string> {
-    const auto deadline = std::chrono::steady_clock::now() + std::max(timeout, std::chrono::milliseconds(0));
+    // No deadline the clock can hold (INT64_MAX ms): wait for the put however long it takes.
+    const auto deadline = deadline_after(std::chrono::steady_clock::now(), timeout);
     std::unique_lock lock(mutex_);
     for (;;) {
       if (auto it = values_.find(key); it != values_.end()) return it->second;
-      if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      if (!deadline) {
+        changed_.wait(lock);
+        continue;
+      }
+      if (changed_.wait_until(lock, *deadline) == std::cv_status::timeout) {
         if (auto it = values_.find(key); it != values_.end()) return it->second;
         return make_error(Code::kDeadlineExceeded, "key-value store: no value for key '" + std::string(key) +
                                                        "' within " + std::to_string(timeout.count()) + " ms");

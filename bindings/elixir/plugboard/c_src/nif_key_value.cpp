@@ -2,7 +2,9 @@
 //   kv_store_new(handler, call_timeout_ms) -> store           (monitors `handler`)
 //   kv_reply(store, id, reply) -> :ok | :late                 (the handler's answer)
 //   kv_call(store, op, key, arg, ref) -> :ok, then {ref, result} to the caller: get/try_get/put run
-//     on a launch-pool thread through the very C++ object a client's plugin calls
+//     on a launch-pool thread through the very C++ object a client's plugin calls (a get's arg: ms in
+//     0..2^32-1 or :infinity, the C++ store's milliseconds::max()); a put's value, and kv_reply's,
+//     larger than kDirtyCopyBytes is copied on a dirty scheduler
 //   open_distributed(plugin, create_options, store | nil, node_id | nil, num_nodes | nil, ref) -> :ok,
 //     then {ref, {:ok, client} | {:error, error}}: PJRT_Client_Create may wait on the store, so it
 //     runs on a launch-pool thread, never on a scheduler.
@@ -12,6 +14,7 @@
 #include <cstring>
 
 #include "nif_functions.h"
+#include "plugboard/deadline.h"
 #include "work_pool.h"
 
 namespace plugboard::nif {
@@ -71,9 +74,14 @@ Expected<std::optional<std::string>> ErlangKeyValueStore::call(Op op, std::strin
     handler_gone();
     return make_error(Code::kUnavailable, std::string("key-value store: ") + kHandler + " is gone");
   }
-  const auto limit = (op == Op::kGet ? std::max(timeout, std::chrono::milliseconds(0)) : std::chrono::milliseconds(0)) + call_timeout_;
+  // Saturating: a get of milliseconds::max() waits without a deadline rather than none at all.
+  const auto limit = saturating_add(op == Op::kGet ? std::max(timeout, std::chrono::milliseconds(0)) : std::chrono::milliseconds(0), call_timeout_);
+  const auto deadline = deadline_after(std::chrono::steady_clock::now(), limit);
+  auto done = [&] { return gone_ || waiting_.at(id).has_value(); };
   std::unique_lock lock(mutex_);
-  const bool came = answered_.wait_for(lock, limit, [&] { return gone_ || waiting_.at(id).has_value(); });
+  bool came = true;
+  if (deadline) came = answered_.wait_until(lock, *deadline, done);
+  else answered_.wait(lock, done);
   auto node = waiting_.extract(id);
   if (came && node.mapped().has_value()) return std::move(*node.mapped());
   if (gone_) return make_error(Code::kUnavailable, std::string("key-value store: ") + kHandler + " went away before answering " + op_name + " of '" + std::string(key) + "'");
@@ -176,9 +184,22 @@ PB_NIF(nif_kv_store_new) {
   });
 }
 
+namespace {
+// The bytes of a reply's value ({:ok, binary}), 0 for any other reply.
+size_t reply_bytes(ErlNifEnv* env, ERL_NIF_TERM reply) {
+  int arity;
+  const ERL_NIF_TERM* items;
+  ErlNifBinary bin;
+  if (enif_get_tuple(env, reply, &arity, &items) && arity == 2 && enif_inspect_binary(env, items[1], &bin)) return bin.size;
+  return 0;
+}
+}  // namespace
+
 PB_NIF(nif_kv_reply) {
-  (void)argc;
   return guarded(env, "answering a key-value store call", [&] {
+    // A large value is copied on a dirty scheduler.
+    if (on_normal_scheduler() && reply_bytes(env, argv[2]) > kDirtyCopyBytes)
+      return enif_schedule_nif(env, "kv_reply", ERL_NIF_DIRTY_JOB_CPU_BOUND, nif_kv_reply, argc, argv);
     auto kv = get_store(env, argv[0]);
     if (!kv) return make_error(env, kv.error());
     auto id = get_uint64(env, argv[1], "request id");
@@ -190,7 +211,6 @@ PB_NIF(nif_kv_reply) {
 }
 
 PB_NIF(nif_kv_call) {
-  (void)argc;
   return guarded(env, "calling a key-value store", [&] {
     auto kv = get_store(env, argv[0]);
     if (!kv) return make_error(env, kv.error());
@@ -205,13 +225,18 @@ PB_NIF(nif_kv_call) {
     std::string key_bytes(reinterpret_cast<const char*>(key->data), key->size);
     std::string value;
     int64_t timeout_ms = 0;
-    if (which == "get") {
+    if (which == "get" && enif_is_identical(argv[3], atom(env, "infinity"))) {
+      timeout_ms = std::chrono::milliseconds::max().count();  // the C++ store's "forever"
+    } else if (which == "get") {
       auto t = get_int_in(env, argv[3], "timeout", 0, kMaxTimeoutMs);
       if (!t) return make_error(env, t.error());
       timeout_ms = *t;
     } else if (which == "put") {
       auto v = get_binary(env, argv[3], "value");
       if (!v) return make_error(env, v.error());
+      // A large value is copied on a dirty scheduler.
+      if (on_normal_scheduler() && v->size > kDirtyCopyBytes)
+        return enif_schedule_nif(env, "kv_call", ERL_NIF_DIRTY_JOB_CPU_BOUND, nif_kv_call, argc, argv);
       value.assign(reinterpret_cast<const char*>(v->data), v->size);
     }
     ErlNifPid caller;

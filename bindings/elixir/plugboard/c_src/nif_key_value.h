@@ -8,7 +8,8 @@
 //   | {:plugboard_kv, id, :put, key, value}
 // and waits for kv_reply(store, id, reply), reply being {:ok, value} | :ok | {:error, code, message}.
 // The handler answers get within timeout_ms (DEADLINE_EXCEEDED after it); the call itself waits at
-// most timeout_ms + the store's call timeout (get) or the call timeout (try_get, put) for an answer
+// most timeout_ms + the store's call timeout, saturating (get; milliseconds::max() waits as long as
+// the handler takes) or the call timeout (try_get, put) for an answer
 // that never comes (DEADLINE_EXCEEDED naming the handler). Once the handler process is gone (a
 // monitor), every waiting and later call is UNAVAILABLE at once.
 #pragma once

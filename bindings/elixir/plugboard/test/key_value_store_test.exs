@@ -7,14 +7,19 @@ defmodule Plugboard.KeyValueStoreTest do
   # (:peer's control channel), so it stays out of their cluster and its own distribution is untouched.
   # The peers run with prevent_overlapping_partitions off: with OTP 25's default, a node stopped
   # mid-test makes :global disconnect survivors from one another until a connector heals the mesh
-  # (what a release's cluster formation does), which is not what these tests are about.
+  # (what a release's cluster formation does), which is not what these tests are about. Their
+  # distribution (and an epmd they start) listens on 127.0.0.1 only, with a cookie random to this run.
   use ExUnit.Case, async: false
+  import Bitwise
+  import ExUnit.CaptureLog
 
   alias Plugboard.{Error, KeyValueStore, Native}
+  alias Plugboard.KeyValueStore.Server
 
   @moduletag timeout: 120_000
 
   setup_all do
+    :persistent_term.put({__MODULE__, :cookie}, Base.encode32(:crypto.strong_rand_bytes(20), padding: false))
     epmd_ran = match?({_, 0}, System.cmd("epmd", ["-names"], stderr_to_stdout: true))
     a = start_peer("a")
     b = start_peer("b")
@@ -36,9 +41,13 @@ defmodule Plugboard.KeyValueStoreTest do
   defp start_peer(tag, others \\ []) do
     name = ~c"kv_#{tag}_#{System.unique_integer([:positive])}"
     paths = Enum.flat_map(:code.get_path(), &[~c"-pa", &1])
-    args = [~c"-setcookie", ~c"plugboard_kv_test", ~c"-kernel", ~c"prevent_overlapping_partitions", ~c"false" | paths]
-    {:ok, pid, node} = :peer.start(%{name: name, host: ~c"127.0.0.1", longnames: true, connection: :standard_io, args: args})
-    {:ok, _} = :peer.call(pid, Application, :ensure_all_started, [:elixir])
+    cookie = String.to_charlist(:persistent_term.get({__MODULE__, :cookie}))
+    args = [~c"-setcookie", cookie, ~c"-kernel", ~c"prevent_overlapping_partitions", ~c"false",
+            ~c"-kernel", ~c"inet_dist_use_interface", ~c"{127,0,0,1}" | paths]
+    {:ok, pid, node} = :peer.start(%{name: name, host: ~c"127.0.0.1", longnames: true, connection: :standard_io, args: args,
+                                     env: [{~c"ERL_EPMD_ADDRESS", ~c"127.0.0.1"}]})
+    # :plugboard itself: its supervisor holds the leader a store on that node starts.
+    {:ok, _} = :peer.call(pid, Application, :ensure_all_started, [:plugboard])
     peer = {pid, node}
     heal([peer | others])
     peer
@@ -198,6 +207,147 @@ defmodule Plugboard.KeyValueStoreTest do
     assert m3 =~ "native_get" and m3 =~ "key: :key"
     assert {:error, %Error{code: :invalid_argument}} = KeyValueStore.get(kv, "k", -1)
     assert {:error, %Error{code: :invalid_argument}} = KeyValueStore.native_put(kv, "k", 1)
+  end
+
+  test "a timeout beyond the VM's longest timer is refused, naming it; the leader and its data stay", %{cluster: c} do
+    {:ok, kv} = KeyValueStore.open("job", cluster: c)
+    :ok = KeyValueStore.put(kv, "k", "v")
+    waiter = Task.async(fn -> KeyValueStore.get(kv, "later", 20_000) end)
+    leader = Server.whereis(c)
+
+    for function <- [:get, :native_get], timeout <- [1 <<< 48, 4_294_967_296, -1, :never] do
+      assert {:error, %Error{code: :invalid_argument, message: m}} = apply(KeyValueStore, function, [kv, "missing", timeout])
+      assert m =~ "#{function}" and m =~ "timeout" and m =~ inspect(timeout), m
+    end
+
+    assert Server.whereis(c) == leader
+    assert KeyValueStore.try_get(kv, "k") == {:ok, "v"}
+    :ok = KeyValueStore.put(kv, "later", "w")
+    assert Task.await(waiter, 5_000) == {:ok, "w"}
+    # :infinity is a timeout, natively too (the C++ store's milliseconds::max(), handed to the
+    # leader as int64's maximum: no timer, no overflow).
+    forever = Task.async(fn -> KeyValueStore.native_get(kv, "forever", :infinity) end)
+    Process.sleep(300)
+    :ok = KeyValueStore.put(kv, "forever", "x")
+    assert Task.await(forever, 5_000) == {:ok, "x"}
+  end
+
+  test "the leader runs under the :plugboard supervisor; its crash fails waiting gets and reports the loss", %{cluster: c} do
+    {:ok, kv} = KeyValueStore.open("job", cluster: c)
+    :ok = KeyValueStore.put(kv, "k", "v")
+    leader = Server.whereis(c)
+    assert leader in for({_, pid, _, _} <- DynamicSupervisor.which_children(Plugboard.KeyValueStore.Supervisor), do: pid)
+    waiter = Task.async(fn -> KeyValueStore.get(kv, "never", 30_000) end)
+    Process.sleep(200)
+
+    log =
+      capture_log(fn ->
+        ref = Process.monitor(leader)
+        # Not a request the leader knows: it crashes (as any bug would).
+        GenServer.cast(leader, :not_a_request)
+        assert_receive {:DOWN, ^ref, :process, ^leader, _}, 5_000
+        assert {:error, %Error{code: :unavailable, message: m}} = Task.await(waiter, 5_000)
+        assert m =~ "1 key(s) in 1 namespace(s) lost", m
+      end)
+
+    assert log =~ "lost"
+    # Lost and said so: the next call starts a new, empty leader.
+    assert {:error, %Error{code: :not_found}} = KeyValueStore.try_get(kv, "k")
+    assert Server.whereis(c) not in [leader, :undefined]
+  end
+
+  test "a namespace's keys are deleted when the last store opened on it closes", %{cluster: c} do
+    {:ok, kv1} = KeyValueStore.open("done", cluster: c)
+    {:ok, kv2} = KeyValueStore.open("done", cluster: c)
+    {:ok, running} = KeyValueStore.open("running", cluster: c)
+    big = :binary.copy("x", 4_000_000)
+    :ok = KeyValueStore.put(kv1, "big", big)
+    :ok = KeyValueStore.native_put(kv2, "small", "y")
+    :ok = KeyValueStore.put(running, "kept", "z")
+    leader = Server.whereis(c)
+    holds_big? = fn -> :erlang.garbage_collect(leader) && Enum.any?(elem(Process.info(leader, :binary), 1), &(elem(&1, 1) == byte_size(big))) end
+    assert holds_big?.()
+    :ok = KeyValueStore.close(kv1)
+    # Another store of the job is open: its keys stay.
+    assert KeyValueStore.try_get(kv2, "big") == {:ok, big}
+    :ok = KeyValueStore.close(kv2)
+    assert Plugboard.TestSupport.eventually(fn -> not holds_big?.() end), "the leader still holds the finished job's value"
+    # A closed store's handle is refused (it would bring the namespace back), a new store finds none.
+    assert {:error, %Error{code: :unavailable}} = KeyValueStore.put(kv1, "big", "again")
+    {:ok, again} = KeyValueStore.open("done", cluster: c)
+    assert {:error, %Error{code: :not_found}} = KeyValueStore.try_get(again, "big")
+    assert {:error, %Error{code: :not_found}} = KeyValueStore.try_get(again, "small")
+    assert KeyValueStore.try_get(running, "kept") == {:ok, "z"}
+  end
+
+  test "8,000 gets expiring on one key hold up no other call", %{cluster: c} do
+    {:ok, kv} = KeyValueStore.open("crowd", cluster: c)
+    # Every get's timer fires at the same millisecond.
+    expiry = System.monotonic_time(:millisecond) + 1_500
+    me = self()
+
+    getters =
+      for _ <- 1..8_000 do
+        spawn(fn ->
+          send(me, :asking)
+          send(me, {:got, KeyValueStore.get(kv, "missing", max(expiry - System.monotonic_time(:millisecond), 0))})
+        end)
+      end
+
+    for _ <- getters, do: assert_receive(:asking, 10_000)
+    Process.sleep(max(expiry - System.monotonic_time(:millisecond) - 50, 0))
+
+    # Calls on another key across the expiry: each answers within the bound.
+    slowest =
+      Enum.reduce(1..40, 0, fn i, slowest ->
+        start = System.monotonic_time(:microsecond)
+        :ok = KeyValueStore.put(kv, "other", "#{i}")
+        {:ok, _} = KeyValueStore.try_get(kv, "other")
+        Process.sleep(10)
+        max(slowest, System.monotonic_time(:microsecond) - start - 10_000)
+      end)
+
+    for _ <- getters, do: assert_receive({:got, {:error, %Error{code: :deadline_exceeded}}}, 20_000)
+    IO.puts("[ kv ] slowest put + try_get while 8,000 gets expired: #{div(slowest, 1000)} ms")
+    assert slowest < 100_000, "a put + try_get took #{div(slowest, 1000)} ms while 8,000 gets expired"
+  end
+
+  test "close/1 twice, or of no store, is an error value naming it", %{cluster: c} do
+    {:ok, kv} = KeyValueStore.open("job", cluster: c, name: :kv_close_twice)
+    assert KeyValueStore.close(kv) == :ok
+    assert {:error, %Error{code: :unavailable, message: m}} = KeyValueStore.close(kv)
+    assert m =~ "closed"
+    assert {:error, %Error{code: :unavailable}} = KeyValueStore.close(:kv_close_twice)
+    for bad <- ["job", 42, nil, %{handler: self()}] do
+      assert {:error, %Error{code: :invalid_argument, message: m}} = KeyValueStore.close(bad)
+      assert m =~ "close" and m =~ "store" and m =~ inspect(bad), m
+    end
+  end
+
+  test "a 100 MB native_put or kv_reply holds no normal scheduler (the copy runs on a dirty one)", %{cluster: c} do
+    {:ok, kv} = KeyValueStore.open("big", cluster: c)
+    {:ok, resource} = KeyValueStore.resource(kv)
+    big = :binary.copy(<<7>>, 100_000_000)
+    me = self()
+    previous = :erlang.system_monitor(me, [{:long_schedule, 20}])
+
+    try do
+      for {label, fun} <- [native_put: fn -> :ok = KeyValueStore.native_put(kv, "big", big) end,
+                           kv_reply: fn -> Native.kv_reply(resource, 1 <<< 60, {:ok, big}) end] do
+        caller = spawn(fn -> send(me, {:done, self(), fun.()}) end)
+        assert_receive {:done, ^caller, _}, 20_000
+        # Long schedules of the calling process only (other tests' processes may have their own).
+        refute_receive {:monitor, ^caller, :long_schedule, _}, 300, "#{label} held a normal scheduler"
+      end
+    after
+      case previous do
+        {pid, opts} -> :erlang.system_monitor(pid, opts)
+        :undefined -> :erlang.system_monitor(:undefined)
+      end
+    end
+
+    assert {:ok, got} = KeyValueStore.native_get(kv, "big", 10_000)
+    assert byte_size(got) == 100_000_000
   end
 
   describe "a client opened with a store" do

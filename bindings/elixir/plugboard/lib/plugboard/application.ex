@@ -62,7 +62,10 @@ defmodule Plugboard.Application do
     # starts after the boot: a node whose boot failed never joins the cluster.
     # Telemetry first: the summary attaches before the boot emits its event.
     Plugboard.Telemetry.setup()
-    children = [Plugboard.Printer, Plugboard.Cluster, Plugboard.Telemetry.Summary]
+    # Plugboard.KeyValueStore.Supervisor holds the key-value store's cluster leader, when this node
+    # started it (Plugboard.KeyValueStore).
+    children = [Plugboard.Printer, Plugboard.Cluster, Plugboard.Telemetry.Summary,
+                {DynamicSupervisor, name: Plugboard.KeyValueStore.Supervisor, strategy: :one_for_one}]
 
     with {:ok, connector} <- connector(Application.get_env(:plugboard, :cluster)),
          {:ok, sup} <- Supervisor.start_link(children, strategy: :one_for_one, name: Plugboard.Supervisor),

@@ -71,7 +71,7 @@ defmodule Plugboard.KeyValueStore do
       timeout = if call_timeout == :infinity, do: 4_294_967_295, else: call_timeout
 
       case GenServer.start(Handler, {namespace, cluster, timeout, owner}, gen_opts) do
-        {:ok, pid} -> {:ok, %__MODULE__{namespace: namespace, cluster: cluster, handler: pid}}
+        {:ok, pid} -> join(%__MODULE__{namespace: namespace, cluster: cluster, handler: pid})
         {:error, {:already_started, _}} -> Options.invalid("KeyValueStore.open: name #{inspect(opts[:name])} is taken")
         {:error, {%Error{} = error, _}} -> {:error, error}
         {:error, reason} -> {:error, Error.new(:internal, "KeyValueStore.open: #{inspect(reason)}")}
@@ -79,9 +79,32 @@ defmodule Plugboard.KeyValueStore do
     end
   end
 
-  @doc "Stops the store's handler: native calls through it fail `:unavailable` from then on."
-  @spec close(store()) :: :ok
-  def close(store), do: GenServer.stop(handler(store))
+  # The leader counts the store among its namespace's (the namespace lives while one is open).
+  defp join(%__MODULE__{namespace: ns, cluster: cluster, handler: pid} = kv) do
+    case Server.request(cluster, {:join, ns, pid}, 10_000) do
+      :ok ->
+        {:ok, kv}
+
+      {:error, _} = error ->
+        GenServer.stop(pid)
+        error
+    end
+  end
+
+  @doc """
+  Stops the store's handler: native calls through it, and Elixir calls through its handle, fail
+  `:unavailable` from then on. The last store of a namespace closed (on every node) deletes the
+  namespace's keys. A store already closed is `{:error, %Error{code: :unavailable}}`, an argument
+  that is no store `{:error, %Error{code: :invalid_argument}}`.
+  """
+  @spec close(store()) :: :ok | {:error, Error.t()}
+  def close(store) do
+    with {:ok, pid} <- handler(store, "close") do
+      GenServer.stop(pid)
+    end
+  catch
+    :exit, _ -> closed(store)
+  end
 
   @doc "The node holding the cluster's data (its leader), or nil when none runs."
   @spec leader(atom()) :: node() | nil
@@ -95,17 +118,22 @@ defmodule Plugboard.KeyValueStore do
   @doc "Puts `value` under `key` in the store's namespace, from Elixir (not through the native store)."
   @spec put(store(), String.t(), binary()) :: :ok | {:error, Error.t()}
   def put(store, key, value) when is_binary(key) and is_binary(value) do
-    with {:ok, {namespace, cluster}} <- where(store),
-         do: Server.request(cluster, {:put, namespace, key, value}, 10_000)
+    with {:ok, {namespace, cluster, handler}} <- where(store, "put"),
+         do: Server.request(cluster, {:put, handler, namespace, key, value}, 10_000)
   end
 
   def put(_store, key, value), do: bad_args("put", key: key, value: value)
 
-  @doc "The value under `key`, waiting up to `timeout` ms for a put, from Elixir."
-  @spec get(store(), String.t(), non_neg_integer()) :: {:ok, binary()} | {:error, Error.t()}
-  def get(store, key, timeout) when is_binary(key) and is_integer(timeout) and timeout >= 0 do
-    with {:ok, {namespace, cluster}} <- where(store),
-         do: Server.request(cluster, {:get, namespace, key, timeout}, timeout)
+  @doc """
+  The value under `key`, waiting up to `timeout` for a put, from Elixir: an integer number of ms in
+  `0..4_294_967_295` (the longest timer the VM takes, about 49.7 days) or `:infinity`; any other is
+  refused with an error naming it.
+  """
+  @spec get(store(), String.t(), timeout()) :: {:ok, binary()} | {:error, Error.t()}
+  def get(store, key, timeout) when is_binary(key) do
+    with {:ok, timeout} <- check_timeout("get", timeout),
+         {:ok, {namespace, cluster, handler}} <- where(store, "get"),
+         do: Server.request(cluster, {:get, handler, namespace, key, timeout}, timeout)
   end
 
   def get(_store, key, timeout), do: bad_args("get", key: key, timeout: timeout)
@@ -113,19 +141,21 @@ defmodule Plugboard.KeyValueStore do
   @doc "The value under `key` now, or `:not_found`, from Elixir."
   @spec try_get(store(), String.t()) :: {:ok, binary()} | {:error, Error.t()}
   def try_get(store, key) when is_binary(key) do
-    with {:ok, {namespace, cluster}} <- where(store),
-         do: Server.request(cluster, {:try_get, namespace, key}, 10_000)
+    with {:ok, {namespace, cluster, handler}} <- where(store, "try_get"),
+         do: Server.request(cluster, {:try_get, handler, namespace, key}, 10_000)
   end
 
   def try_get(_store, key), do: bad_args("try_get", key: key)
 
   @doc """
   `get` through the native `KeyValueStore` object a client's plugin calls (on a plugboard thread,
-  C++ -> handler -> leader -> back): what `kv_get` with `timeout_in_ms` does.
+  C++ -> handler -> leader -> back): what `kv_get` with `timeout_in_ms` does. `timeout` as for
+  `get/3` (`:infinity` is the C++ store's `milliseconds::max()`).
   """
-  @spec native_get(store(), binary(), non_neg_integer()) :: {:ok, binary()} | {:error, Error.t()}
-  def native_get(store, key, timeout) when is_binary(key) and is_integer(timeout) and timeout >= 0,
-    do: native(store, :get, key, timeout)
+  @spec native_get(store(), binary(), timeout()) :: {:ok, binary()} | {:error, Error.t()}
+  def native_get(store, key, timeout) when is_binary(key) do
+    with {:ok, timeout} <- check_timeout("native_get", timeout), do: native(store, :get, key, timeout)
+  end
 
   def native_get(_store, key, timeout), do: bad_args("native_get", key: key, timeout: timeout)
 
@@ -144,7 +174,7 @@ defmodule Plugboard.KeyValueStore do
   @doc false
   # The native store (a NIF resource) behind a handle, for Plugboard.open/3: resources do not cross
   # nodes, so it is always asked of the handler on this node.
-  def resource(store), do: ask_handler(store, :resource)
+  def resource(store), do: ask_handler(store, :resource, "resource")
 
   defp native(store, op, key, arg) do
     ref = make_ref()
@@ -157,21 +187,46 @@ defmodule Plugboard.KeyValueStore do
     end
   end
 
-  defp where(%__MODULE__{namespace: ns, cluster: cluster}), do: {:ok, {ns, cluster}}
-  defp where(store), do: ask_handler(store, :where)
-
-  defp ask_handler(store, question) do
-    {:ok, GenServer.call(handler(store), question)}
-  catch
-    :exit, _ -> {:error, Error.new(:unavailable, "key-value store: the handler of #{inspect(store)} is gone")}
+  # {namespace, cluster, handler}: a closed store (its handler gone) is refused here, so no call
+  # through a stale handle brings a deleted namespace back.
+  defp where(%__MODULE__{namespace: ns, cluster: cluster, handler: pid} = store, _function) do
+    if node(pid) == node() and not Process.alive?(pid), do: closed(store), else: {:ok, {ns, cluster, pid}}
   end
 
-  defp handler(%__MODULE__{handler: pid}), do: pid
-  defp handler(name_or_pid) when is_atom(name_or_pid) or is_pid(name_or_pid), do: name_or_pid
+  defp where(store, function), do: ask_handler(store, :where, function)
+
+  defp ask_handler(store, question, function) do
+    with {:ok, pid} <- handler(store, function), do: {:ok, GenServer.call(pid, question)}
+  catch
+    :exit, _ -> closed(store)
+  end
+
+  defp closed(store), do: {:error, Error.new(:unavailable, "key-value store: the handler of #{inspect(store, limit: 5)} is gone (the store is closed)")}
+
+  defp handler(%__MODULE__{handler: pid}, _function) when is_pid(pid), do: {:ok, pid}
+  defp handler(pid, _function) when is_pid(pid), do: {:ok, pid}
+
+  defp handler(name, _function) when is_atom(name) and name not in [nil, true, false] do
+    case Process.whereis(name) do
+      nil -> closed(name)
+      pid -> {:ok, pid}
+    end
+  end
+
+  defp handler(other, function),
+    do: Options.invalid("KeyValueStore.#{function}: store must be a %Plugboard.KeyValueStore{}, the name it was opened under or its handler's pid, got #{inspect(other, limit: 5)}")
+
+  # :infinity or 0..4_294_967_295 ms (the longest timer, and receive-after, the VM takes).
+  defp check_timeout(function, timeout) do
+    case Options.timeout([timeout: timeout], :timeout, nil) do
+      {:ok, t} -> {:ok, t}
+      {:error, %Error{} = e} -> {:error, %{e | message: "KeyValueStore.#{function}: " <> e.message}}
+    end
+  end
 
   defp bad_args(function, args) do
     Options.invalid(
-      "KeyValueStore.#{function}: keys and values are binaries and a timeout an integer number of ms >= 0, got " <>
+      "KeyValueStore.#{function}: keys and values are binaries, got " <>
         Enum.map_join(args, ", ", fn {k, v} -> "#{k}: #{inspect(v, limit: 5)}" end)
     )
   end

@@ -21,18 +21,20 @@ defmodule Plugboard.KeyValueStore.Handler do
 
   @impl true
   def handle_call(:resource, _from, state), do: {:reply, state.resource, state}
-  def handle_call(:where, _from, state), do: {:reply, {state.namespace, state.cluster}, state}
+  def handle_call(:where, _from, state), do: {:reply, {state.namespace, state.cluster, self()}, state}
 
   @impl true
   def handle_info({:plugboard_kv, id, op, key, arg}, state) do
     %{namespace: ns, cluster: cluster, resource: resource} = state
+    handler = self()
 
     spawn(fn ->
       reply =
         case op do
-          :get -> Server.request(cluster, {:get, ns, key, arg}, arg)
-          :try_get -> Server.request(cluster, {:try_get, ns, key}, 10_000)
-          :put -> Server.request(cluster, {:put, ns, key, arg}, 10_000)
+          # The plugin's timeout (int64 ms): beyond the VM's longest timer it is no deadline.
+          :get -> Server.request(cluster, {:get, handler, ns, key, Server.leader_timeout(arg)}, Server.leader_timeout(arg))
+          :try_get -> Server.request(cluster, {:try_get, handler, ns, key}, 10_000)
+          :put -> Server.request(cluster, {:put, handler, ns, key, arg}, 10_000)
         end
 
       Native.kv_reply(resource, id, native_reply(reply))
