@@ -547,10 +547,12 @@ defmodule Plugboard do
          {:ok, donate} <- donate(opts),
          true <- Enum.all?(args_per_device, &is_list/1) || Options.invalid("run_partitioned: each device's arguments must be a list of buffers"),
          ref = make_ref(),
-         :ok <- Telemetry.run_start(ref, exe.name, exe.target, exe.devices) do
+         span = Telemetry.run_start(exe.name, exe.target, exe.devices) do
       case Native.execute_partitioned(r, args_per_device, donate, self(), ref) do
-        {:started, gate} -> await(%Run{ref: ref, gate: gate, blocking: %{}, ordered: %{}, executable: exe.name}, timeout)
-        error -> Telemetry.run_stop(ref, error)
+        {:started, gate} ->
+          await(%Run{ref: ref, gate: gate, blocking: %{}, ordered: %{}, executable: exe.name, telemetry: Telemetry.run_launched(span)}, timeout)
+
+        error -> Telemetry.run_stop(span, error)
       end
     end
   end
@@ -588,13 +590,15 @@ defmodule Plugboard do
 
   defp start(%Executable{resource: r} = exe, args, donate, device, routes, limit, blocking, ordered) do
     ref = make_ref()
-    :ok = Telemetry.run_start(ref, exe.name, exe.target, device)
+    span = Telemetry.run_start(exe.name, exe.target, device)
 
     case Native.execute(r, args, donate, device, routes, limit, self(), ref) do
-      {:started, gate} -> {:ok, %Run{ref: ref, gate: gate, blocking: blocking, ordered: ordered, executable: exe.name}}
+      {:started, gate} ->
+        {:ok, %Run{ref: ref, gate: gate, blocking: blocking, ordered: ordered, executable: exe.name, telemetry: Telemetry.run_launched(span)}}
+
       # Finished inside the call (a small program on CPU): nothing to wait for.
-      {:done, outcome} -> {:ok, %Run{ref: ref, blocking: %{}, ordered: %{}, executable: exe.name, done: outcome}}
-      {:error, _} = error -> Telemetry.run_stop(ref, error)
+      {:done, outcome} -> {:ok, %Run{ref: ref, blocking: %{}, ordered: %{}, executable: exe.name, done: outcome, telemetry: span}}
+      {:error, _} = error -> Telemetry.run_stop(span, error)
     end
   end
 
@@ -670,12 +674,12 @@ defmodule Plugboard do
         {:error, Error.new(:cancelled, "#{run.executable}: this run was cancelled when an earlier wait for it gave up")}
       else
         deadline = if timeout == :infinity, do: :infinity, else: System.monotonic_time(:millisecond) + timeout
-        Telemetry.run_stop(run.ref, await_loop(run, deadline, nil, timeout))
+        Telemetry.run_stop(run.telemetry, await_loop(run, deadline, nil, timeout))
       end
     end
   end
 
-  def await(%Run{done: outcome, ref: ref}, _timeout), do: Telemetry.run_stop(ref, outcome)
+  def await(%Run{done: outcome, telemetry: span}, _timeout), do: Telemetry.run_stop(span, outcome)
 
   # Only the calls bound to functions are this loop's; those bound to this very process stay in its
   # mailbox for it to read afterwards.

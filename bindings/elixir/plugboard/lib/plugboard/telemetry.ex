@@ -22,7 +22,9 @@ defmodule Plugboard.Telemetry do
       executable's). `Plugboard.Nx`'s own cache emits it too on a hit, with `source: :nx_cache`,
       `name: nil` and the lookup's `duration`.
     * `[:plugboard, :run, :start | :stop]` — a span from `Plugboard.run/3`, `run_async/3` or
-      `run_partitioned/3` to the outcome its `await/2` returns (a run never awaited has no stop).
+      `run_partitioned/3` to the outcome its `await/2` returns (once: a second await emits nothing;
+      a run never awaited has no stop, and leaves nothing behind: what its stop needs is in its
+      `Plugboard.Run`).
       Start: `%{system_time, monotonic_time}`, metadata `%{executable, target, device}` (`executable`
       is the `Plugboard.Executable`'s `name`; `device` a list of indices for `run_partitioned/3`). Stop: `%{duration, monotonic_time}`, the same
       metadata plus `result: :ok | :error` and `error` (a failed or timed-out run).
@@ -76,26 +78,32 @@ defmodule Plugboard.Telemetry do
   # Spans that start in one call and end in another (Plugboard's run_async/3 and await/2).
 
   @doc false
-  # A run started (`ref` is its %Plugboard.Run{}'s): its start event now, its stop when awaited.
-  # Kept in the process dictionary of the process that started it (the one that awaits it: the
-  # outcome is sent there), so a second await emits nothing.
-  def run_start(ref, executable, target, device) do
+  # A run started: its start event now; what its stop needs (kept in its %Plugboard.Run{}, so that a
+  # run dropped without an await leaves nothing behind), or nil when events are off. `once` makes a
+  # second await of the same run emit nothing.
+  def run_start(executable, target, device) do
     if enabled?() do
       metadata = %{executable: executable, target: target, device: device}
       start = System.monotonic_time()
       # Erlang's system time is its monotonic time plus the time offset: one clock read, not two.
       :telemetry.execute([:plugboard, :run, :start], %{system_time: start + System.time_offset(), monotonic_time: start}, metadata)
-      Process.put({__MODULE__, ref}, {start, metadata})
+      %{start: start, metadata: metadata, once: :atomics.new(1, []), in_flight: false}
     end
-
-    :ok
   end
 
   @doc false
-  # The run's outcome, returned as it is; its stop event first when its start was emitted here.
-  def run_stop(ref, outcome) do
-    with true <- enabled?(),
-         {start, metadata} <- Process.delete({__MODULE__, ref}) do
+  # The run was launched on a thread (its outcome comes later): it counts in the summary's runs in
+  # flight until its await, or until this process exits.
+  def run_launched(nil), do: nil
+  def run_launched(span), do: %{span | in_flight: Plugboard.Telemetry.Summary.run_launched()}
+
+  @doc false
+  # The run's outcome, returned as it is; its stop event first, the first time only.
+  def run_stop(nil, outcome), do: outcome
+
+  def run_stop(%{start: start, metadata: metadata, once: once, in_flight: in_flight}, outcome) do
+    if :atomics.compare_exchange(once, 1, 0, 1) == :ok do
+      if in_flight, do: Plugboard.Telemetry.Summary.run_landed()
       stop = System.monotonic_time()
       :telemetry.execute([:plugboard, :run, :stop], %{duration: stop - start, monotonic_time: stop}, result(metadata, outcome))
     end

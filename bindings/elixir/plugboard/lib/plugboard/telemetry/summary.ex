@@ -3,8 +3,10 @@ defmodule Plugboard.Telemetry.Summary do
   This node's plugboard activity, summed from `Plugboard.Telemetry`'s events since the `:plugboard`
   application started: a process under `Plugboard.Supervisor` that attaches handlers and owns their
   `:counters` (the handlers run in the processes that emit and add to them: nothing waits on this
-  process) and an ETS table with the last boot. `snapshot/0` reads them (two ETS lookups and 17
-  counters; what `Plugboard.Cluster`'s node report carries).
+  process) and an ETS table with the last boot and, per process with runs launched on a thread, how
+  many it has not awaited yet (a row each, removed when the process exits: this process monitors
+  it). `snapshot/0` reads them (two ETS lookups, one ETS select and 16 counters; what
+  `Plugboard.Cluster`'s node report carries).
 
   `snapshot/0` returns a plain map (durations in milliseconds, floats):
 
@@ -15,7 +17,10 @@ defmodule Plugboard.Telemetry.Summary do
     * `compiles` — by source (`:compiled`, `:compile_cache`, `:precompiled`, `:nx_cache`):
       `%{count, total_ms}` each, and `errors` (compilations that failed or timed out);
     * `runs` — `%{count, total_ms, last_ms, in_flight, errors}`: finished runs (an error counts in
-      `count` and `errors`), the duration of the last one, and runs started but not yet awaited;
+      `count` and `errors`), the duration of the last one, and runs in flight: launched on a thread
+      and not yet awaited by a process that is still alive (a run whose caller exited is not in
+      flight, nor is one the plugin finished inside the call, awaited or not; a run launched on a
+      thread and never awaited counts until its process exits);
     * `host_callbacks` — `%{count, total_ms, errors}` (an error: returned `{:error, _}` or raised);
     * `errors` — the sum of the three `errors`.
 
@@ -32,7 +37,6 @@ defmodule Plugboard.Telemetry.Summary do
   @events [
     [:plugboard, :boot, :stop],
     [:plugboard, :compile],
-    [:plugboard, :run, :start],
     [:plugboard, :run, :stop],
     [:plugboard, :host_callback, :stop],
     [:plugboard, :host_callback, :exception]
@@ -44,12 +48,11 @@ defmodule Plugboard.Telemetry.Summary do
   @runs 10
   @run_total 11
   @run_last 12
-  @in_flight 13
-  @run_errors 14
-  @calls 15
-  @call_total 16
-  @call_errors 17
-  @size 17
+  @run_errors 13
+  @calls 14
+  @call_total 15
+  @call_errors 16
+  @size 16
   for {source, i} <- Enum.with_index(@sources), do: defp(count(unquote(source)), do: unquote(2 * i + 1))
 
   @doc false
@@ -69,6 +72,20 @@ defmodule Plugboard.Telemetry.Summary do
   end
 
   @impl true
+  # A process that launched runs: its row goes when it exits (its runs with it).
+  def handle_info({:watch, pid}, state) do
+    Process.monitor(pid)
+    {:noreply, state}
+  end
+
+  def handle_info({:DOWN, _, :process, pid, _}, state) do
+    :ets.delete(@table, pid)
+    {:noreply, state}
+  end
+
+  def handle_info(_, state), do: {:noreply, state}
+
+  @impl true
   def terminate(_reason, _state) do
     if Telemetry.enabled?(), do: :telemetry.detach(handler_id())
     :ok
@@ -77,14 +94,42 @@ defmodule Plugboard.Telemetry.Summary do
   defp handler_id, do: {__MODULE__, node()}
 
   @doc false
-  # Runs in the process that emitted the event.
-  def handle_event([:plugboard, :run, :start], _, _, c), do: :counters.add(c, @in_flight, 1)
+  # In the process that launched a run on a thread (Plugboard.Telemetry.run_launched/1): one more in
+  # flight on its row; the first row of a process asks this one to watch it. False when there is no
+  # table (the summary is not running): the run is not counted, and its await takes nothing off.
+  def run_launched do
+    pid = self()
 
+    cond do
+      :ets.whereis(@table) == :undefined -> false
+      :ets.insert_new(@table, {pid, 1}) ->
+        send(__MODULE__, {:watch, pid})
+        true
+
+      true ->
+        :ets.update_counter(@table, pid, 1)
+        true
+    end
+  rescue
+    ArgumentError -> false
+  end
+
+  @doc false
+  # The run launched by this process was awaited: one fewer in flight (never under 0).
+  def run_landed do
+    :ets.update_counter(@table, self(), {2, -1, 0, 0})
+    :ok
+  rescue
+    # No row: the summary restarted since the launch (the row went with its table).
+    ArgumentError -> :ok
+  end
+
+  @doc false
+  # Runs in the process that emitted the event.
   def handle_event([:plugboard, :run, :stop], %{duration: d}, metadata, c) do
     :counters.add(c, @runs, 1)
     :counters.add(c, @run_total, d)
     :counters.put(c, @run_last, d)
-    :counters.sub(c, @in_flight, 1)
     if metadata.result == :error, do: :counters.add(c, @run_errors, 1)
   end
 
@@ -126,12 +171,15 @@ defmodule Plugboard.Telemetry.Summary do
       telemetry: true,
       boot: boot,
       compiles: Map.put(compiles, :errors, get.(@compile_errors)),
-      runs: %{count: get.(@runs), total_ms: ms(get.(@run_total)), last_ms: ms(get.(@run_last)), in_flight: get.(@in_flight),
+      runs: %{count: get.(@runs), total_ms: ms(get.(@run_total)), last_ms: ms(get.(@run_last)), in_flight: in_flight(),
               errors: get.(@run_errors)},
       host_callbacks: %{count: get.(@calls), total_ms: ms(get.(@call_total)), errors: get.(@call_errors)},
       errors: get.(@compile_errors) + get.(@run_errors) + get.(@call_errors)
     }
   end
+
+  # The rows of processes with runs launched: keyed by pid (the other rows by atoms).
+  defp in_flight, do: @table |> :ets.select([{{:"$1", :"$2"}, [{:is_pid, :"$1"}], [:"$2"]}]) |> Enum.sum()
 
   defp boot_from_report(nil), do: nil
 
