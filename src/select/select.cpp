@@ -7,6 +7,7 @@
 #include "base/environment.h"
 #include "base/hash_stamp.h"
 #include "base/parse_number.h"
+#include "base/terminal_text.h"
 #include "platforms/registry.h"
 #include "select/policy.h"
 
@@ -153,7 +154,9 @@ ProbeKind effective_probe(const Candidate& c) {
 
 Status Selection::status() const {
   if (client) return ok();
-  std::string msg = "no target could start (" + report.policy + ")";
+  // The policy names a target from the caller or the environment (PLUGBOARD_TARGET): spelled out, as
+  // the report's reasons are, so that the message cannot clear a terminal or forge a log line.
+  std::string msg = "no target could start (" + terminal_safe(report.policy) + ")";
   if (std::string why = report.reasons(); !why.empty()) msg += ":\n" + why;
   while (!msg.empty() && msg.back() == '\n') msg.pop_back();
   // A single failed candidate (an explicit target) passes its own code on; several: UNAVAILABLE.

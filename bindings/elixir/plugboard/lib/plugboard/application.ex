@@ -52,7 +52,7 @@ defmodule Plugboard.Application do
     case Plugboard.Native.load_error() do
       nil -> start_supervised()
       %Plugboard.Error{message: message} ->
-        Logger.error("plugboard: " <> message)
+        Logger.error("plugboard: " <> safe(message))
         {:error, {:plugboard_nif_not_loaded, message}}
     end
   end
@@ -80,7 +80,7 @@ defmodule Plugboard.Application do
     {:ok, Plugboard.Cluster.Connector.child(config)}
   rescue
     e in ArgumentError ->
-      Logger.error("plugboard: " <> Exception.message(e))
+      Logger.error("plugboard: " <> safe(Exception.message(e)))
       {:error, {:plugboard_cluster_config, Exception.message(e)}}
   end
 
@@ -119,13 +119,18 @@ defmodule Plugboard.Application do
       :skip -> :ok
       {:boot, opts, from_env} -> boot(opts, from_env)
       {:error, reason} ->
-        Logger.error("plugboard: " <> reason)
+        Logger.error("plugboard: " <> safe(reason))
         {:error, {:plugboard_bundle_missing, reason}}
     end
   end
 
   @environment ["PLUGBOARD_TARGET", "PLUGBOARD_TARGETS", "PLUGBOARD_PLUGIN_PATH", "PJRT_NAMES_AND_LIBRARY_PATHS"]
   @bundle_marker "bundle.required"
+
+  # Every value from the environment, the configuration, a manifest or a plugin goes into a log line
+  # through this: one value per line, control characters spelled out (the README's promise).
+  defp safe(text), do: Plugboard.Report.terminal_safe(text)
+
   @doc false
   # The file Plugboard.Release.embed/1 writes into priv/ before it builds the bundle.
   def bundle_marker, do: @bundle_marker
@@ -215,21 +220,22 @@ defmodule Plugboard.Application do
   defp boot(opts, from_env) do
     case Plugboard.boot(opts) do
       {:ok, client, report} ->
-        for line <- Plugboard.Report.skipped(report), do: Logger.warning("plugboard: skipped #{line}")
-        via = if from_env, do: ", #{from_env}", else: ""
-        Logger.info("plugboard: target #{report.chosen} chosen (#{report.policy}#{via}): #{client.platform} #{client.plugin}")
+        for line <- Plugboard.Report.skipped(report), do: Logger.warning("plugboard: skipped #{safe(line)}")
+        via = if from_env, do: ", #{safe(from_env)}", else: ""
+        Logger.info("plugboard: target #{safe(report.chosen)} chosen (#{safe(report.policy)}#{via}): #{safe(client.platform)} #{safe(client.plugin)}")
         chosen = Plugboard.Report.candidate(report, report.chosen)
 
         if chosen && chosen.origin == :environment,
-          do: Logger.warning("plugboard: target #{chosen.name} comes from the environment (#{chosen.source}), not from a bundle (use_environment: true)")
+          do: Logger.warning("plugboard: target #{safe(chosen.name)} comes from the environment (#{safe(chosen.source)}), not from a bundle (use_environment: true)")
 
-        if chosen && chosen.precompiled_mismatch, do: Logger.warning("plugboard: " <> chosen.precompiled_mismatch)
+        if chosen && chosen.precompiled_mismatch, do: Logger.warning("plugboard: " <> safe(chosen.precompiled_mismatch))
         :persistent_term.put({Plugboard, :boot}, %{client: client, report: report})
         :ok
 
       {:error, error, report} ->
-        via = if from_env, do: " (#{from_env})", else: ""
-        Logger.error("plugboard: no target started#{via}: #{Exception.message(error)}\n#{report && report.text}")
+        via = if from_env, do: " (#{safe(from_env)})", else: ""
+        # The report's text has its own lines; the C++ report spelled out what is in them.
+        Logger.error("plugboard: no target started#{via}: #{safe(Exception.message(error))}\n#{report && report.text}")
         {:error, {:plugboard_boot_failed, Exception.message(error)}}
     end
   end

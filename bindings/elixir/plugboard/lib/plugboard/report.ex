@@ -53,6 +53,32 @@ defmodule Plugboard.Report do
         }
   defstruct [:policy, :chosen, :candidates, :notes, :text]
 
+  @doc """
+  `text` as it may be printed on a terminal or written to a log: every control character spelled
+  out (C0 controls and DEL as `\\n`, `\\t`, `\\r`, `\\e` or `\\xNN`, the C1 controls as `\\u0080`..`\\u009f`,
+  bytes that are not UTF-8 as `\\xNN`), everything else unchanged: a target name, a path or a reason
+  from the environment, a manifest or a plugin cannot clear the screen or start a forged log line.
+  The same spelling as the C++ reports (`base/terminal_text.h`). Anything but a binary goes through
+  `to_string/1` first.
+  """
+  @spec terminal_safe(term()) :: String.t()
+  def terminal_safe(text) when is_binary(text), do: text |> spell([]) |> IO.iodata_to_binary()
+  def terminal_safe(text), do: text |> to_string() |> terminal_safe()
+
+  defp spell(<<>>, acc), do: Enum.reverse(acc)
+  defp spell(<<?\n, rest::binary>>, acc), do: spell(rest, ["\\n" | acc])
+  defp spell(<<?\t, rest::binary>>, acc), do: spell(rest, ["\\t" | acc])
+  defp spell(<<?\r, rest::binary>>, acc), do: spell(rest, ["\\r" | acc])
+  defp spell(<<0x1B, rest::binary>>, acc), do: spell(rest, ["\\e" | acc])
+  defp spell(<<c, rest::binary>>, acc) when c < 0x20 or c == 0x7F, do: spell(rest, [hex("\\x", c) | acc])
+  defp spell(<<c, rest::binary>>, acc) when c < 0x80, do: spell(rest, [c | acc])
+  # A C1 control (U+0080..U+009F), which some terminals obey as CSI and kin.
+  defp spell(<<c::utf8, rest::binary>>, acc) when c <= 0x9F, do: spell(rest, [hex("\\u00", c) | acc])
+  defp spell(<<c::utf8, rest::binary>>, acc), do: spell(rest, [<<c::utf8>> | acc])
+  defp spell(<<c, rest::binary>>, acc), do: spell(rest, [hex("\\x", c) | acc])
+
+  defp hex(prefix, byte), do: prefix <> (byte |> Integer.to_string(16) |> String.downcase() |> String.pad_leading(2, "0"))
+
   @doc "The candidate named `name`, or nil."
   @spec candidate(t(), String.t()) :: Candidate.t() | nil
   def candidate(%__MODULE__{candidates: candidates}, name), do: Enum.find(candidates, &(&1.name == name))
