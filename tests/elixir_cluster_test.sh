@@ -55,10 +55,14 @@ fi
 rel=$MIX_BUILD_ROOT/prod/rel
 pass "compute (cpu, cpu115 with 2 devices, ...) and web releases built"
 
-# --- the nodes: names unique to this run, one cookie, the peers from CLUSTER_PEERS (config/runtime.exs)
+# --- the nodes: names unique to this run, one random cookie, the peers from CLUSTER_PEERS
+# (config/runtime.exs); distribution and EPMD on 127.0.0.1 only (nothing reachable from the network).
 tag=$$
 web=web$tag@127.0.0.1 c1=compute1_$tag@127.0.0.1 c2=compute2_$tag@127.0.0.1 c3=compute3_$tag@127.0.0.1
-export RELEASE_DISTRIBUTION=name RELEASE_COOKIE=plugboard-cluster-$tag CLUSTER_RECONNECT_MS=500
+cookie=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
+[ ${#cookie} -ge 24 ] || { echo "FAIL: no random cookie from /dev/urandom"; exit 1; }
+export RELEASE_DISTRIBUTION=name RELEASE_COOKIE=$cookie CLUSTER_RECONNECT_MS=500
+export ELIXIR_ERL_OPTIONS="-kernel inet_dist_use_interface {127,0,0,1}" ERL_EPMD_ADDRESS=127.0.0.1
 declare -A pids
 start_node() {  # start_node NODE RELEASE ENV=VALUE...: a node in the foreground of a background job
   local node=$1 r=$2; shift 2
@@ -66,7 +70,7 @@ start_node() {  # start_node NODE RELEASE ENV=VALUE...: a node in the foreground
     >> "$work/nodes/${node%@*}.log" 2>&1 &
   pids[$node]=$!
 }
-cleanup() { for p in "${pids[@]}"; do pkill -9 -P "$p" 2> /dev/null; kill -9 "$p" 2> /dev/null; done; pkill -9 -f "plugboard-cluster-$tag" 2> /dev/null; true; }
+cleanup() { for p in "${pids[@]}"; do pkill -9 -P "$p" 2> /dev/null; kill -9 "$p" 2> /dev/null; done; pkill -9 -f -- "$cookie" 2> /dev/null; true; }
 trap cleanup EXIT
 webrpc() { RELEASE_NODE=$web timeout "${2:-300}" "$rel/web/bin/web" rpc "$1"; }
 members() { webrpc 'IO.puts(length(Plugboard.Serving.Router.members(Compute.Model)))' 20 2> /dev/null | tail -n 1; }
@@ -88,6 +92,14 @@ start_node "$c2" compute PLUGBOARD_TARGET=cpu115 "$(compute_env)"
 if wait_members 2; then pass "web sees both compute nodes' servings"; else
   fail "web does not see two compute members (saw $(members))"; tail -n 20 "$work"/nodes/*.log; exit 1
 fi
+# Each node's distribution port (from EPMD) listens on 127.0.0.1 and nowhere else.
+command -v ss > /dev/null || fail "ss (iproute2) is needed to check where distribution listens"
+for n in "$web" "$c1" "$c2"; do
+  port=$(webrpc "{:port, p, _} = :erl_epmd.port_please(~c\"${n%@*}\", ~c\"127.0.0.1\"); IO.puts(p)" 20 | tail -n 1)
+  addrs=$(ss -Hltn "sport = :${port:-0}" | awk '{print $4}' | sort -u | tr '\n' ' ')
+  [ -n "$port" ] && [ "$addrs" = "127.0.0.1:$port " ] && pass "${n%@*}'s distribution listens on 127.0.0.1:$port only" \
+    || fail "${n%@*}'s distribution port ${port:-?} listens on: ${addrs:-nothing}"
+done
 
 # --- what each node booted, from web ---------------------------------------------------------------
 report=$(webrpc 'IO.puts(Web.Cluster.cluster())' 30)
