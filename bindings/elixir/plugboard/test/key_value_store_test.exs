@@ -163,6 +163,44 @@ defmodule Plugboard.KeyValueStoreTest do
     assert on(b, :native_get, [store_b, "after", 1000]) == {:ok, "w"}
   end
 
+  test "a split cluster heals by merging its two leaders; a key put on both sides keeps one value and the loss is logged", %{a: a, b: b, cluster: c} do
+    {pid_a, node_a} = a
+    {pid_b, node_b} = b
+    store_a = open_on(a, "job", :kv_split_a, c)
+    store_b = open_on(b, "job", :kv_split_b, c)
+    assert on(a, :native_put, [store_a, "before", "v"]) == :ok
+    assert on(b, :leader, [c]) == node_a
+    # The split: a and b lose sight of each other; b's next call starts a leader of its own there.
+    true = :peer.call(pid_a, Node, :disconnect, [node_b])
+    wait_until(fn -> node_b not in :peer.call(pid_a, Node, :list, []) and node_a not in :peer.call(pid_b, Node, :list, []) end)
+    wait_until(fn -> on(b, :leader, [c]) != node_a end)
+    assert on(a, :native_put, [store_a, "left", "from a"]) == :ok
+    assert on(b, :native_put, [store_b, "right", "from b"]) == :ok
+    assert on(a, :native_put, [store_a, "both", "a's"]) == :ok
+    assert on(b, :native_put, [store_b, "both", "b's"]) == :ok
+    assert on(b, :leader, [c]) == node_b
+    # A get waiting at b's leader is handed over with the rest.
+    getter = Task.async(fn -> on(b, :native_get, [store_b, "late", 20_000]) end)
+    Process.sleep(300)
+    # The keeper's log, to a file (logger_std_h), to find the reported loss in.
+    log = Path.join(System.tmp_dir!(), "kv_split_#{System.unique_integer([:positive])}.log")
+    :ok = :peer.call(pid_a, :logger, :add_handler, [:kv_split, :logger_std_h, %{config: %{file: String.to_charlist(log)}}])
+    heal([a, b])
+    # One leader again (the lower node's, a's), holding what both sides put.
+    wait_until(fn -> on(a, :leader, [c]) == node_a and on(b, :leader, [c]) == node_a end)
+    wait_until(fn -> on(a, :native_try_get, [store_a, "right"]) == {:ok, "from b"} end)
+    assert on(b, :native_try_get, [store_b, "left"]) == {:ok, "from a"}
+    assert on(b, :native_try_get, [store_b, "before"]) == {:ok, "v"}
+    assert on(b, :native_try_get, [store_b, "both"]) == {:ok, "a's"}
+    assert on(a, :native_put, [store_a, "late", "w"]) == :ok
+    assert Task.await(getter, 25_000) == {:ok, "w"}
+    :ok = :peer.call(pid_a, :logger_std_h, :filesync, [:kv_split])
+    :ok = :peer.call(pid_a, :logger, :remove_handler, [:kv_split])
+    text = File.read!(log)
+    File.rm(log)
+    assert text =~ "healed a split with #{node_b}" and text =~ "1 key(s) put on both sides" and text =~ ~s({"job", "both"}), text
+  end
+
   test "a store whose handler exited fails its native calls unavailable at once", %{cluster: c} do
     {:ok, kv} = KeyValueStore.open("job", cluster: c)
     {:ok, resource} = KeyValueStore.resource(kv)

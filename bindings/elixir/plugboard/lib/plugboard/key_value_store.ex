@@ -15,11 +15,26 @@ defmodule Plugboard.KeyValueStore do
     * **Who holds the data**: one process per cluster (`Plugboard.KeyValueStore.Server`), registered
       in `:global` under `{Plugboard.KeyValueStore, cluster}` (`cluster:` option, default
       `:plugboard`), started by the first `open/2` on any node, on that node (the *leader*,
-      `leader/1`). Every value lives there, in a map keyed `{namespace, key}`; a `get` that finds
-      no value waits there (a waiter with a timer) until a `put` of that key or its timeout.
+      `leader/1`), under the `:plugboard` application's `Plugboard.KeyValueStore.Supervisor` (so
+      the application must run there). Every value lives there, per namespace; a `get` that finds
+      no value waits there until a `put` of that key or its timeout (an ordered index of deadlines:
+      thousands of gets expiring at once cost O(log n) each and are answered in batches, between
+      which other calls are served).
+    * **Timeouts**: an integer of ms in `0..4_294_967_295` (the longest timer the VM takes) or
+      `:infinity`; anything else is refused with `:invalid_argument` naming it, before it reaches
+      the leader. A plugin's `timeout_in_ms` beyond that range is no deadline.
+    * **A leader that crashes** is not restarted with an empty store behind the job's back: its
+      data is lost and reported: the gets waiting there fail `:unavailable` with a message naming
+      how many keys were lost, the log says so, and `[:plugboard, :key_value_store, :lost]` is
+      emitted (`%{keys, waiters}`, `%{cluster, reason, node}`); the next call starts an empty
+      leader, as when the leader's node leaves.
     * **Keys namespaced per client**: a store handle carries its namespace, and every key it reads
       or writes is taken within it: two jobs (two clients) of one cluster never see each other's
       keys, while the nodes of one job share theirs by opening the same namespace.
+    * **A finished job's keys are deleted**: the leader monitors every store (handler) opened on a
+      namespace; when the last of them is gone (closed, its opener exited, or its node left), the
+      namespace's keys go with it, and a get still waiting on it fails `:unavailable`. A handle of a
+      closed store is refused (`:unavailable`) rather than bringing the namespace back.
     * **The C++ side**: `open/2` starts a handler process on the calling node that owns a native
       `KeyValueStore` (c_src/nif_key_value.h). The plugin calls it from its own threads; each call
       sends the handler a message and waits (never on a scheduler) for the answer the handler
@@ -31,9 +46,15 @@ defmodule Plugboard.KeyValueStore do
       leader leaves, the data goes with it: calls waiting there fail at once with `:unavailable`
       (the job cannot go on: its nodes exchanged keys through it, as PJRT's own coordination
       service would fail the job), and the next call from a surviving node starts an empty
-      leader on that node (a new job can start). A network split heals with `:global`'s
-      resolution: one of two leaders is kept. A handler process that exits makes its store's calls
-      fail `:unavailable` at once.
+      leader on that node (a new job can start). A handler process that exits makes its store's
+      calls fail `:unavailable` at once.
+    * **A split cluster heals by merging**: each side of a split runs a leader of its own; when
+      they meet again `:global` asks `Server.resolve/3`, which keeps the leader on the lower node
+      name. The other hands it its keys and its namespaces' stores and stops; the calls waiting
+      there are asked again of the kept leader (a get for what is left of its timeout). A key put
+      on both sides with different values keeps the kept leader's value: the other is lost, and
+      that is reported (a warning naming the keys, and `[:plugboard, :key_value_store, :merged]`
+      with `%{keys, conflicts}` and `%{cluster, node, from_node, conflicting}`).
     * **Errors**: `get` past its timeout is `:deadline_exceeded`, `try_get` of a missing key
       `:not_found`, a lost leader `:unavailable`: the codes PJRT expects, and what reaches the
       plugin through the callbacks.

@@ -70,14 +70,20 @@ defmodule Plugboard.KeyValueStore.Server do
 
   # A call to the leader (started when none runs). `wait` is how long the leader may take (a get's
   # timeout, :infinity included); the leader answers every request itself, so the call's own limit
-  # only guards a stuck one. A leader lost meanwhile is :unavailable.
+  # only guards a stuck one. A leader lost meanwhile is :unavailable; one that merged into another
+  # (a healed split) is asked again there, a get for what is left of its timeout.
   def request(cluster, request, wait) do
     with {:ok, pid} <- whereis_or_start(cluster) do
       limit = if wait == :infinity or wait > @max_timeout - 5_000, do: :infinity, else: wait + 5_000
+      start = System.monotonic_time(:millisecond)
 
       try do
         GenServer.call(pid, request, limit)
       catch
+        :exit, {{:shutdown, {:merged_into, _}}, _} ->
+          left = if wait == :infinity, do: :infinity, else: max(wait - (System.monotonic_time(:millisecond) - start), 0)
+          request(cluster, with_timeout(request, left), left)
+
         :exit, {:timeout, _} ->
           {:error, Error.new(:deadline_exceeded, "key-value store: the leader on #{node(pid)} did not answer within #{limit} ms")}
 
@@ -87,6 +93,9 @@ defmodule Plugboard.KeyValueStore.Server do
     end
   end
 
+  defp with_timeout({:get, handler, ns, key, _}, left), do: {:get, handler, ns, key, left}
+  defp with_timeout(request, _left), do: request
+
   # A timeout as the leader takes it: an integer of ms (a native get passes what the plugin gave,
   # up to int64's maximum) beyond the longest timer is no deadline at all.
   def leader_timeout(ms) when is_integer(ms) and ms > @max_timeout, do: :infinity
@@ -94,9 +103,10 @@ defmodule Plugboard.KeyValueStore.Server do
   def leader_timeout(:infinity), do: :infinity
 
   # :global keeps one of two leaders when a split cluster heals (the pids, registered on each side):
-  # the one on the lower node name, so both sides agree. The other hands everything it holds (its
-  # keys, its waiting gets, its namespaces' handlers) to the one kept, which merges it (see
-  # handle_cast({:merge, ...})) and reports what could not be merged.
+  # the one on the lower node name, so both sides agree. The other hands its keys and its
+  # namespaces' handlers to the one kept, which merges them (see merge/3) and reports what could not
+  # be merged, then stops with {:shutdown, {:merged_into, keep}}: the calls waiting there (its gets)
+  # and those still in its mailbox are asked again of the one kept (request/3).
   def resolve(_name, pid1, pid2) do
     [keep, other] = Enum.sort_by([pid1, pid2], &{node(&1), &1})
     send(other, {:merge_into, keep})
@@ -170,8 +180,8 @@ defmodule Plugboard.KeyValueStore.Server do
 
   # This leader lost :global's resolution of a healed split (resolve/3): everything goes to `keep`.
   def handle_info({:merge_into, keep}, state) do
-    GenServer.cast(keep, {:merge, node(), Map.take(state, [:data, :waiting, :handlers])})
-    {:stop, :normal, %{state | data: %{}, waiting: %{}}}
+    GenServer.cast(keep, {:merge, node(), Map.take(state, [:data, :handlers])})
+    {:stop, {:shutdown, {:merged_into, keep}}, %{state | data: %{}, waiting: %{}}}
   end
 
   # A crash (or a shutdown) loses the data: the callers waiting here get an error that says so, and
@@ -290,7 +300,7 @@ defmodule Plugboard.KeyValueStore.Server do
     end
   end
 
-  # The other leader's data, waiters and handlers, after a healed split. A key both sides put with
+  # The other leader's data and handlers, after a healed split. A key both sides put with
   # different values keeps this side's value: the other's is lost, and reported.
   defp merge(state, from_node, other) do
     {state, conflicts} =
@@ -303,19 +313,6 @@ defmodule Plugboard.KeyValueStore.Server do
           end
         end)
       end)
-
-    state =
-      Enum.reduce(waiters(other), state, fn {ns, key, {from, deadline, timeout}}, st ->
-        case fetch(st, ns, key) do
-          {:ok, value} ->
-            GenServer.reply(from, {:ok, value})
-            st
-
-          :error ->
-            add_waiter(st, ns, key, from, timeout, deadline)
-        end
-      end)
-      |> arm()
 
     state = Enum.reduce(other.handlers, state, fn {handler, ns}, st -> join(st, ns, handler) end)
     merged = Enum.reduce(other.data, 0, fn {_, keys}, n -> n + map_size(keys) end)
