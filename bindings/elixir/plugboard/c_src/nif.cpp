@@ -72,7 +72,7 @@ ErlNifFunc functions[] = {
     {"buffer_valid", 1, nif_buffer_valid, 0},
     {"buffer_free", 1, nif_buffer_free, 0},
     {"buffer_device_pointer", 1, nif_buffer_device_pointer, ERL_NIF_DIRTY_JOB_CPU_BOUND},
-    {"buffer_from_pointer", 5, nif_buffer_from_pointer, 0},
+    {"buffer_from_pointer", 6, nif_buffer_from_pointer, 0},
     {"execute", 8, nif_execute, 0},
     {"execute_partitioned", 5, nif_execute_partitioned, 0},
     {"cancel", 1, nif_cancel, 0},

@@ -171,7 +171,9 @@ PB_NIF(nif_buffer_device_pointer) {
   });
 }
 
-// buffer_from_pointer(client, address, dtype, shape, device) -> {:ok, %Plugboard.Buffer{}} | {:error, e}
+// buffer_from_pointer(client, address, dtype, shape, device, size) -> {:ok, %Plugboard.Buffer{}} | {:error, e}
+// `size`: nil, or the bytes the memory at `address` holds (an Nx.Pointer's data_size): a shape that
+// needs more is refused rather than read past the memory's end.
 PB_NIF(nif_buffer_from_pointer) {
   (void)argc;
   return guarded(env, "making a buffer from a device address", [&] {
@@ -185,6 +187,16 @@ PB_NIF(nif_buffer_from_pointer) {
     if (!dims) return make_error(env, dims.error());
     auto device = get_int_in(env, argv[4], "device", 0, std::numeric_limits<int>::max());
     if (!device) return make_error(env, device.error());
+    if (!is_nil(env, argv[5])) {
+      auto size = get_uint64(env, argv[5], "size");
+      if (!size) return make_error(env, size.error());
+      auto needed = byte_size(*dtype, *dims);
+      if (!needed) return make_error(env, needed.error());
+      if (*needed > *size)
+        return make_error(env, Code::kInvalidArgument,
+                          "shape " + shape_string(*dtype, *dims) + " needs " + std::to_string(*needed) +
+                              " bytes, more than the " + std::to_string(*size) + " bytes at the address (size; an Nx.Pointer's data_size)");
+    }
     if constexpr (sizeof(uintptr_t) < sizeof(uint64_t)) {
       if (*address > std::numeric_limits<uintptr_t>::max())
         return make_error(env, Code::kInvalidArgument, "address is out of range for this machine's pointers");

@@ -462,7 +462,9 @@ defmodule Plugboard do
   buffer is a view: it keeps nothing alive, so whoever owns the memory (a `%Plugboard.Buffer{}`,
   another library) must keep it valid for as long as the view, or any output computed from it that
   may alias it, is in use. An address is just an integer: nothing can check it, and a wrong one
-  crashes the VM. The view is never donatable. Options: `device:` (index, default 0). The plugin may
+  crashes the VM; an address of 0 is refused. The view is never donatable. Options: `device:` (index,
+  default 0); `size:` (the bytes the memory at `address` holds, as an `Nx.Pointer`'s `data_size`: a
+  shape that needs more is refused, naming both, instead of reading past the end). The plugin may
   refuse an address (XLA's CPU client refuses a misaligned one); `:unimplemented`, naming the plugin
   and `PJRT_Client_CreateViewOfDeviceBuffer`, for a plugin without it.
   """
@@ -471,9 +473,10 @@ defmodule Plugboard do
 
   def buffer_from_pointer(%Client{resource: r}, address, dtype, shape, opts)
       when is_integer(address) and address >= 0 and is_tuple(shape) do
-    with :ok <- Options.known(opts, [:device], "buffer_from_pointer"),
+    with :ok <- Options.known(opts, [:device, :size], "buffer_from_pointer"),
          {:ok, device} <- Options.index(opts, :device, 0),
-         do: Native.buffer_from_pointer(r, address, dtype, shape, device)
+         {:ok, size} <- Options.optional_bytes(opts, :size),
+         do: Native.buffer_from_pointer(r, address, dtype, shape, device, size)
   end
 
   def buffer_from_pointer(client, address, _dtype, shape, _opts) do

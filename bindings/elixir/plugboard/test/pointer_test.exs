@@ -72,6 +72,31 @@ defmodule Plugboard.PointerTest do
         assert {:error, %Error{code: :invalid_argument}} = Plugboard.device_pointer(:nope)
       end
 
+      test "size: bounds what a view reads: a shape needing more bytes is refused, naming both", %{client: c} do
+        x = Plugboard.buffer!(c, f32s([1, 2, 3, 4]), :f32, {4}, copy: true)
+        {:ok, address} = Plugboard.device_pointer(x)
+        assert {:ok, view} = Plugboard.buffer_from_pointer(c, address, :f32, {2, 2}, size: 16)
+        assert Plugboard.to_binary!(view) == f32s([1, 2, 3, 4])
+        assert {:ok, _} = Plugboard.buffer_from_pointer(c, address, :f32, {3}, size: 16)
+
+        for {dtype, shape} <- [{:f32, {5}}, {:f64, {4}}, {:f32, {2, 4}}] do
+          assert {:error, %Error{code: :invalid_argument, message: m}} = Plugboard.buffer_from_pointer(c, address, dtype, shape, size: 16)
+          assert m =~ "shape" and m =~ "more than the 16 bytes", m
+        end
+
+        assert {:error, %Error{code: :invalid_argument, message: m}} = Plugboard.buffer_from_pointer(c, address, :f32, {4}, size: 0)
+        assert m =~ "needs 16 bytes"
+
+        for size <- [-1, 1.5, :all, 18_446_744_073_709_551_616] do
+          assert {:error, %Error{code: :invalid_argument, message: m}} = Plugboard.buffer_from_pointer(c, address, :f32, {4}, size: size)
+          assert m =~ "size"
+        end
+
+        assert {:error, %Error{code: :invalid_argument, message: m}} = Plugboard.buffer_from_pointer(c, 0, :f32, {4}, size: 16)
+        assert m =~ "address 0"
+        assert Plugboard.valid?(x)
+      end
+
       test "a freed buffer has no device pointer", %{client: c} do
         x = Plugboard.buffer!(c, f32s([1, 2, 3, 4]), :f32, {4}, copy: true)
         :ok = Plugboard.free(x)

@@ -207,7 +207,7 @@ defmodule Plugboard.Native do
   def buffer_valid(_buffer), do: not_loaded()
   def buffer_free(_buffer), do: not_loaded()
   def buffer_device_pointer(_buffer), do: not_loaded()
-  def buffer_from_pointer(_client, _address, _dtype, _shape, _device), do: not_loaded()
+  def buffer_from_pointer(_client, _address, _dtype, _shape, _device, _size), do: not_loaded()
   def execute(_exe, _args, _donate, _device, _routes, _limit, _caller, _ref), do: not_loaded()
   def execute_partitioned(_exe, _args_per_device, _donate, _caller, _ref), do: not_loaded()
   def cancel(_gate), do: not_loaded()

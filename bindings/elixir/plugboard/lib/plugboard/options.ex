@@ -43,6 +43,15 @@ defmodule Plugboard.Options do
     if Keyword.get(opts, key) == nil, do: {:ok, nil}, else: index(opts, key, nil)
   end
 
+  @doc "nil when absent, else a byte count (an integer in 0..2^64-1)."
+  def optional_bytes(opts, key) do
+    case Keyword.get(opts, key) do
+      nil -> {:ok, nil}
+      n when is_integer(n) and n >= 0 and n <= 18_446_744_073_709_551_615 -> {:ok, n}
+      other -> invalid("#{key}: must be a number of bytes (an integer in 0..2^64-1), got #{inspect(other, limit: 3)}")
+    end
+  end
+
   def boolean(opts, key, default) do
     case Keyword.get(opts, key, default) do
       b when is_boolean(b) -> {:ok, b}

@@ -107,17 +107,25 @@ defmodule Plugboard.Nx.Backend do
   end
 
   # A tensor over memory someone else owns (a device address, as to_pointer/2 gives): a view, never
-  # copied or donated. The owner keeps the memory alive while the tensor is in use.
+  # copied or donated. The owner keeps the memory alive while the tensor is in use. The pointer's
+  # data_size bounds what is read: a shape that needs more bytes, or a pointer that does not say, is
+  # refused; so is the address 0.
   @impl true
-  def from_pointer(%Nx.Pointer{kind: :local, address: address}, type, shape, backend_opts, opts) when is_integer(address) do
+  def from_pointer(%Nx.Pointer{kind: :local, address: address, data_size: size}, type, shape, backend_opts, opts)
+      when is_integer(address) and is_integer(size) do
     backend_opts = init(backend_opts)
     client = client(backend_opts)
+    device = Keyword.get(backend_opts, :device_id, 0)
 
-    case Plugboard.buffer_from_pointer(client, address, dtype(type), shape, device: Keyword.get(backend_opts, :device_id, 0)) do
+    case Plugboard.buffer_from_pointer(client, address, dtype(type), shape, device: device, size: size) do
       {:ok, buffer} -> %T{type: type, shape: shape, names: opts[:names], data: %__MODULE__{buffer: buffer, client: client}}
       {:error, error} -> raise ArgumentError, "Plugboard.Nx.Backend.from_pointer: #{Exception.message(error)}"
     end
   end
+
+  def from_pointer(%Nx.Pointer{kind: :local, address: address, data_size: size}, _type, _shape, _backend_opts, _opts)
+      when is_integer(address),
+      do: raise(ArgumentError, "Plugboard.Nx.Backend.from_pointer: the pointer's data_size must be the number of bytes at its address (Nx.to_pointer sets it), got #{inspect(size)}")
 
   def from_pointer(pointer, _type, _shape, _backend_opts, _opts),
     do: raise(ArgumentError, "Plugboard.Nx.Backend.from_pointer: only local pointers with an address (Nx.to_pointer(t, mode: :local)), got #{inspect(pointer)}")
