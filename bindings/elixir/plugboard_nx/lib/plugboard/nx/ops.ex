@@ -258,11 +258,7 @@ defmodule Plugboard.Nx.Ops do
 
   def emit(:conjugate, %T{type: {:c, _} = type, shape: shape, data: %Expr{args: [a]}} = out, st) do
     {x, st} = operand(a, out, st)
-    rt = MLIR.tensor(real_of(type), shape)
-    {re, st} = op(st, "stablehlo.real #{x} : (#{type_of(out)}) -> #{rt}")
-    {im, st} = op(st, "stablehlo.imag #{x} : (#{type_of(out)}) -> #{rt}")
-    {neg, st} = op(st, "stablehlo.negate #{im} : #{rt}")
-    op(st, "stablehlo.complex #{re}, #{neg} : #{type_of(out)}")
+    conjugate(x, type, shape, st)
   end
 
   def emit(:conjugate, %T{data: %Expr{args: [a]}} = out, st), do: operand(a, out, st)
@@ -430,6 +426,16 @@ defmodule Plugboard.Nx.Ops do
   end
 
   ## Helpers
+
+  @doc "The complex conjugate of the value `x` (of complex `type`, `shape`)."
+  def conjugate(x, {:c, _} = type, shape, st) do
+    ct = MLIR.tensor(type, shape)
+    rt = MLIR.tensor(real_of(type), shape)
+    {re, st} = op(st, "stablehlo.real #{x} : (#{ct}) -> #{rt}")
+    {im, st} = op(st, "stablehlo.imag #{x} : (#{ct}) -> #{rt}")
+    {neg, st} = op(st, "stablehlo.negate #{im} : #{rt}")
+    op(st, "stablehlo.complex #{re}, #{neg} : #{ct}")
+  end
 
   def reshape(v, _type, same, same, st), do: {v, st}
 

@@ -50,6 +50,9 @@ defmodule Plugboard.Nx.Ops.Misc do
         else: b.shape
     {y, st} = Ops.reshape(y, type, b.shape, matrix, st)
     transpose = if opts[:transform_a] == :transpose, do: "TRANSPOSE", else: "NO_TRANSPOSE"
+    # Nx's :conjugate is op(a) = conj(a), not transposed (stablehlo's ADJOINT is conj(a)ᵀ): a
+    # conjugated, then solved as it stands. On real types it is :none.
+    {x, st} = if opts[:transform_a] == :conjugate and match?({:c, _}, type), do: Ops.conjugate(x, type, a.shape, st), else: {x, st}
 
     {v, st} =
       op(st, ~s|"stablehlo.triangular_solve"(#{x}, #{y}) <{left_side = #{left}, lower = #{Keyword.get(opts, :lower, true)}, | <>
