@@ -102,6 +102,92 @@ defmodule Plugboard.Nx.LinAlgAccuracyTest do
     end
   end
 
+  for {label, path} <- cpu_plugins(), route <- [:lapack, :in_program] do
+    test "on #{label}, #{route}: eigh and svd of entries whose squares overflow or vanish in f32 (scaled first, as LAPACK)" do
+      c = route_client(unquote(path), unquote(route))
+      opts = [compiler: Plugboard.Nx, client: c]
+      eigh = fn a -> Nx.Defn.jit_apply(&Nx.LinAlg.eigh/1, [Nx.tensor(a, type: :f32)], opts) end
+      svd = fn a -> Nx.Defn.jit_apply(&Nx.LinAlg.svd/1, [Nx.tensor(a, type: :f32)], opts) end
+
+      for big <- [1.0e20, 1.0e-25] do
+        # [[x, x], [x, x]] has eigenvalues 2x and 0, eigenvectors (1, 1)/√2 and (1, -1)/√2.
+        {w, v} = eigh.([[big, big], [big, big]])
+        assert_values(w, [2 * big, 0.0], big)
+        assert_values(Nx.abs(v), [[0.70710678, 0.70710678], [0.70710678, 0.70710678]], 1.0)
+
+        # diag(3x, 4x): singular values 4x, 3x; U and V the (swapped) identity.
+        {u, s, vt} = svd.([[3 * big, 0.0], [0.0, 4 * big]])
+        assert_values(s, [4 * big, 3 * big], big)
+        assert_values(Nx.abs(u), [[0.0, 1.0], [1.0, 0.0]], 1.0)
+        assert_values(Nx.abs(vt), [[0.0, 1.0], [1.0, 0.0]], 1.0)
+
+        # A tall one (the route through QR) and a general symmetric one, by their reconstruction.
+        a = Nx.tensor([[1.0, 2.0], [3.0, -1.0], [0.5, 2.5]], type: :f64) |> Nx.multiply(big)
+        {u, s, vt} = Nx.Defn.jit_apply(&Nx.LinAlg.svd(&1, full_matrices?: false), [Nx.as_type(a, :f32)], opts)
+        back = Nx.dot(Nx.multiply(Nx.as_type(u, :f64), Nx.as_type(s, :f64)), Nx.as_type(vt, :f64))
+        assert rel(back, a) < 1.0e-5, "svd of #{big}·A: ‖USVᵀ - A‖/‖A‖ = #{rel(back, a)}"
+        sym = Nx.tensor([[2.0, 1.0, 0.5], [1.0, -3.0, 0.25], [0.5, 0.25, 1.0]], type: :f64) |> Nx.multiply(big)
+        {w, v} = eigh.(Nx.to_list(sym))
+        {w, v} = {Nx.as_type(w, :f64), Nx.as_type(v, :f64)}
+        back = Nx.dot(Nx.multiply(v, w), Nx.transpose(v))
+        assert rel(back, sym) < 1.0e-5, "eigh of #{big}·S: ‖VWVᵀ - S‖/‖S‖ = #{rel(back, sym)}"
+      end
+
+      # All zeros: zeros, no NaN.
+      {w, _} = eigh.([[0.0, 0.0], [0.0, 0.0]])
+      assert Nx.to_flat_list(w) == [0.0, 0.0]
+      {_, s, _} = svd.([[0.0, 0.0], [0.0, 0.0]])
+      assert Nx.to_flat_list(s) == [0.0, 0.0]
+    end
+  end
+
+  # Nx's transform_a: :conjugate is op(a) = conj(a) (Nx.BinaryBackend's, not transposed), :transpose
+  # is aᵀ. Exact answers: b made as op(a)·x (x·op(a) on the right) from a known x, with small complex
+  # integers, for every side, triangle and transform.
+  for {label, path} <- cpu_plugins() do
+    test "on #{label}: complex triangular_solve, every left_side/lower/transform_a, against known answers; its gradients as the Evaluator's" do
+      c = client(unquote(path))
+      i = fn re, im -> Complex.new(re, im) end
+      l = Nx.tensor([[1, 0, 0], [i.(1, 1), 2, 0], [3, i.(0, -1), i.(1, 1)]], type: :c64)
+
+      # The issue's example: x = [1, 2+1i, 3] from b = conj(L)·x.
+      x = Nx.tensor([1, i.(2, 1), 3], type: :c64)
+      b = Nx.dot(Nx.conjugate(l), x)
+      got = Nx.Defn.jit_apply(&Nx.LinAlg.triangular_solve(&1, &2, transform_a: :conjugate), [l, b], compiler: Plugboard.Nx, client: c)
+      assert_values(got, x, 1.0)
+
+      for lower <- [true, false], left_side <- [true, false], transform <- [:none, :transpose, :conjugate] do
+        a = if lower, do: l, else: Nx.transpose(l)
+        op_a = case transform do
+          :none -> a
+          :transpose -> Nx.transpose(a)
+          :conjugate -> Nx.conjugate(a)
+        end
+        x = Nx.tensor([[1, i.(2, 1)], [i.(0, -1), 3], [i.(2, 2), -1]], type: :c64)
+        {x, b} = if left_side, do: {x, Nx.dot(op_a, x)}, else: {Nx.transpose(x), Nx.dot(Nx.transpose(x), op_a)}
+        opts = [lower: lower, left_side: left_side, transform_a: transform]
+        got = Nx.Defn.jit_apply(&Nx.LinAlg.triangular_solve(&1, &2, opts), [a, b], compiler: Plugboard.Nx, client: c)
+        assert Nx.to_number(Nx.all_close(got, x, atol: 1.0e-5)) == 1, "#{inspect(opts)}: got #{inspect(Nx.to_flat_list(got))}, want #{inspect(Nx.to_flat_list(x))}"
+
+        # Gradients with respect to a and b of a real loss, as the Evaluator (Nx.BinaryBackend) gives them.
+        loss = fn a, b -> a |> Nx.LinAlg.triangular_solve(b, opts) |> Nx.abs() |> Nx.pow(2) |> Nx.sum() end
+        grads = fn a, b -> Nx.Defn.grad({a, b}, fn {a, b} -> loss.(a, b) end) end
+        {ga, gb} = Nx.Defn.jit_apply(grads, [a, b], compiler: Plugboard.Nx, client: c)
+        {wa, wb} = Nx.Defn.jit_apply(grads, [a, b], compiler: Nx.Defn.Evaluator)
+        assert Nx.to_number(Nx.all_close(ga, wa, atol: 1.0e-4, rtol: 1.0e-4)) == 1, "#{inspect(opts)}: ∂a #{inspect(Nx.to_flat_list(ga))}, Evaluator #{inspect(Nx.to_flat_list(wa))}"
+        assert Nx.to_number(Nx.all_close(gb, wb, atol: 1.0e-4, rtol: 1.0e-4)) == 1, "#{inspect(opts)}: ∂b #{inspect(Nx.to_flat_list(gb))}, Evaluator #{inspect(Nx.to_flat_list(wb))}"
+      end
+    end
+  end
+
+  # `got`'s entries equal `want`'s to f32 rounding relative to `scale`.
+  defp assert_values(got, want, scale) do
+    got = got |> Nx.backend_transfer(Nx.BinaryBackend) |> Nx.as_type(:c128)
+    want = want |> Nx.tensor() |> Nx.as_type(:c128)
+    assert Nx.to_number(Nx.all_close(Nx.divide(got, scale), Nx.divide(want, scale), atol: 1.0e-5, rtol: 0)) == 1,
+           "got #{inspect(Nx.to_flat_list(got))}, want #{inspect(Nx.to_flat_list(want))}"
+  end
+
   # The test helper's client of the plugin (LAPACK on the CPU), or one that computes in the program.
   defp route_client(path, :lapack), do: client(path)
 

@@ -14,13 +14,15 @@ defmodule Plugboard.Nx.LinAlg.Eigh do
 
   @doc """
   `{eigenvalues, eigenvectors}` of `a` (`{..., n, n}`, symmetric; `(a + aᵀ)/2` is what is
-  decomposed) in Nx's order: by absolute value, largest first. Computed in `a`'s type (f32 or f64),
-  returned as `opts[:type]`.
+  decomposed) in Nx's order: by absolute value, largest first. Computed in `a`'s type (f32 or f64)
+  on `a` scaled to entries of at most 1 (Jacobi.scaled), returned as `opts[:type]`.
   """
   defn eigh(a, opts \\ []) do
     opts = keyword!(opts, [:type])
     {batch, _n, _} = Batch.split(a)
-    {d, v} = a |> symmetrize() |> Batch.flatten() |> decompose()
+    {a, scale} = a |> Batch.flatten() |> Jacobi.scaled()
+    {d, v} = a |> symmetrize() |> decompose()
+    d = d * Nx.new_axis(scale, 1)
     {Batch.unflatten(Nx.as_type(d, opts[:type]), batch), Batch.unflatten(Nx.as_type(v, opts[:type]), batch)}
   end
 

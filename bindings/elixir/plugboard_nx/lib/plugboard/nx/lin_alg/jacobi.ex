@@ -70,6 +70,19 @@ defmodule Plugboard.Nx.LinAlg.Jacobi do
     v + Batch.matmul(v, e) / 2
   end
 
+  @doc """
+  `{a / scale, scale}` for a `{b, m, n}` stack: each matrix divided by its largest absolute entry
+  (`scale`, `{b}`; 1 for an all-zero matrix), as LAPACK scales before its iterations. The Jacobi
+  methods square entries (norms, the stopping tests): unscaled, entries past sqrt(max) (1.8e19 in
+  f32) overflow to Inf and those under sqrt(min) (1.1e-19) vanish to 0. The caller multiplies the
+  eigen- or singular values by `scale` again; vectors do not change.
+  """
+  defn scaled(a) do
+    scale = Nx.reduce_max(Nx.abs(a), axes: [1, 2])
+    scale = Nx.select(scale == 0, 1, scale)
+    {a / Nx.reshape(scale, {:auto, 1, 1}), scale}
+  end
+
   @doc "`n` rounded up to even (an odd matrix is padded with a zero row and column)."
   deftransform even(n), do: n + rem(n, 2)
 end

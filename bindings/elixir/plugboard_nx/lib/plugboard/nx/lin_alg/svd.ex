@@ -16,12 +16,12 @@ defmodule Plugboard.Nx.LinAlg.SVD do
   @doc """
   `{u, s, vt}` of `a` (`{..., m, n}`, k = min(m, n)), `s` descending: u `{..., m, m}` and vt
   `{..., n, n}` with `full_matrices: true`, `{..., m, k}` and `{..., k, n}` without. Computed in `a`'s
-  type, returned as `opts[:type]`.
+  type on `a` scaled to entries of at most 1 (Jacobi.scaled), returned as `opts[:type]`.
   """
   defn svd(a, opts \\ []) do
     opts = keyword!(opts, [:type, full_matrices: true])
     {batch, m, n} = Batch.split(a)
-    a = Batch.flatten(a)
+    {a, scale} = a |> Batch.flatten() |> Jacobi.scaled()
 
     {u, s, vt} =
       case {m, n} do
@@ -34,7 +34,7 @@ defmodule Plugboard.Nx.LinAlg.SVD do
           tall(a, opts[:full_matrices])
       end
 
-    finish({u, s, vt}, batch, opts[:type])
+    finish({u, s * Nx.new_axis(scale, 1), vt}, batch, opts[:type])
   end
 
   @doc "LAPACK's answer (`{u, s, vt}` from plugboard_lapack_*gesdd, batched) finished as svd/2's."
