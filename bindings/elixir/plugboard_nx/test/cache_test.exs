@@ -1,6 +1,8 @@
 defmodule Plugboard.Nx.CacheTest do
   # The table of compiled programs: bounded, evicting the least recently used; one compile per key
-  # however many processes ask at once; no client kept alive by it (alone: the table is global).
+  # however many processes ask at once; no client kept alive by it, and a dropped client's programs
+  # (jit and shard_jit) released with their device memory (alone: the table and the native object
+  # counts are global).
   use ExUnit.Case, async: false
   import Plugboard.Nx.Case
   alias Plugboard.Nx.Cache
@@ -28,7 +30,7 @@ defmodule Plugboard.Nx.CacheTest do
       assert Cache.size() <= 20
     end
 
-    shapes = for {{_, _, templates, _, _, _}, {:ready, _}, _} <- :ets.tab2list(Cache), do: templates
+    shapes = for {{:program, _, _, templates, _}, {:ready, _}, _} <- :ets.tab2list(Cache), do: templates
     assert [{{:f, 32}, {1}, [nil], []}] in shapes
     # The newest shape is there, the oldest ones are gone.
     assert [{{:f, 32}, {61}, [nil], []}] in shapes
@@ -37,7 +39,7 @@ defmodule Plugboard.Nx.CacheTest do
 
   test "one compile per key when many processes ask at once; a compiler that dies hands over", %{c: c} do
     counter = :counters.new(1, [])
-    key = {Cache.client_key(c), make_ref(), [], [], false, []}
+    key = Cache.key(c, make_ref(), [], [])
 
     compile = fn ->
       :counters.add(counter, 1, 1)
@@ -50,7 +52,7 @@ defmodule Plugboard.Nx.CacheTest do
     assert :counters.get(counter, 1) == 1
 
     # A compiler killed mid-compile: a waiter compiles instead, and nobody hangs.
-    key = {Cache.client_key(c), make_ref(), [], [], false, []}
+    key = Cache.key(c, make_ref(), [], [])
     me = self()
     doomed = spawn(fn -> Cache.get_or_compile(c, key, fn -> send(me, :compiling); Process.sleep(:infinity) end) end)
     assert_receive :compiling
@@ -60,22 +62,45 @@ defmodule Plugboard.Nx.CacheTest do
     assert Task.await(waiter, 5_000) == :second
   end
 
-  test "a client nobody refers to any more is not kept alive by the table" do
+  test "a dropped client's programs go, jit and shard_jit alike: its executables and buffers are released" do
     {_, path} = hd(cpu_plugins())
-    {id, weak} =
+    settle()
+    before = Plugboard.native_objects()
+
+    {id, during} =
       (fn ->
-         {:ok, client} = Plugboard.open(path)
+         {:ok, client} = Plugboard.open(path, [{"cpu_device_count", 2}])
          Nx.Defn.jit_apply(&Nx.add(&1, 1), [Nx.tensor(1)], compiler: Plugboard.Nx, client: client, output_backend: Nx.BinaryBackend)
-         id = Cache.client_key(client)
-         {id, :ok}
+         # A constant over 64 KiB: a buffer on each device, held by the cache entry with the program.
+         big = Nx.iota({4, 8192}, type: :f32)
+         x = Nx.iota({4, 8192}, type: :f32)
+         mesh = %Nx.Mesh{name: "rows", shape: {2}}
+         args = for k <- 0..1, do: [Nx.slice_along_axis(x, 2 * k, 2)]
+         parts = Nx.Defn.shard_jit(&Nx.add(&1, big), mesh, compiler: Plugboard.Nx, client: client, input_shardings: [%{0 => [0]}]).(args)
+         assert length(parts) == 2
+         {Plugboard.client_id(client), Plugboard.native_objects()}
        end).()
 
-    assert weak == :ok
-    assert Enum.any?(:ets.tab2list(Cache), &match?({{^id, _, _, _, _, _}, _, _}, &1))
-    :erlang.garbage_collect()
-    Process.sleep(200)
-    # The cache's own process drops the entries once the client's resource is destroyed.
-    assert eventually(fn -> not Enum.any?(:ets.tab2list(Cache), &match?({{^id, _, _, _, _, _}, _, _}, &1)) end)
+    # Both programs were cached (their executables alive) while the client was.
+    assert during.executable >= before.executable + 2, "during: #{inspect(during)} (before: #{inspect(before)})"
+
+    # Once the garbage collector destroys the client, the cache drops all of its entries, and with
+    # them the executables and the constants' buffers that kept the native client alive.
+    released? = fn ->
+      settle()
+      now = Plugboard.native_objects()
+      now.client <= before.client and now.executable <= before.executable and now.buffer <= before.buffer
+    end
+
+    assert eventually(released?), "left: #{inspect(Plugboard.native_objects())} (before: #{inspect(before)}); " <>
+                                    "entries: #{inspect(for {{:program, ^id, _, _, o}, _, _} <- :ets.tab2list(Cache), do: elem(o, 0))}"
+    refute Enum.any?(:ets.tab2list(Cache), &match?({{:program, ^id, _, _, _}, _, _}, &1))
+  end
+
+  # Every process's garbage collected, and the native teardowns that set off finished.
+  defp settle do
+    for pid <- Process.list(), do: :erlang.garbage_collect(pid)
+    :ok = Plugboard.Native.await_teardowns(5_000)
   end
 
   defp eventually(check, tries \\ 50) do

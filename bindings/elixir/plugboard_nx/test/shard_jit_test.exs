@@ -110,6 +110,31 @@ defmodule Plugboard.Nx.ShardJitTest do
         end
       end
 
+      test "a vectorized and a plain call of the same inner shape get each their own program (regression)", %{c: c} do
+        # The cache key once left out the vectorized axes (a copy of jit's key that lost them): the
+        # second call ran the first's program.
+        mesh = %Nx.Mesh{name: "rows", shape: {2}}
+        s = Nx.tensor([1.0, 2.0, 3.0])
+        plain = Nx.iota({4, 3}, type: :f32)
+        vectorized = Nx.iota({2, 4, 3}, type: :f32) |> Nx.add(100) |> Nx.vectorize(:v)
+        split = fn x -> for k <- 0..1, do: [x[[2 * k..(2 * k + 1), ..]], s] end
+        want = fn x -> Model.scale_rows(x, s) end
+
+        for form <- @forms, order <- [[vectorized, plain], [plain, vectorized]] do
+          Plugboard.Nx.Cache.clear()
+
+          for x <- order do
+            jit = Nx.Defn.shard_jit(&Model.scale_rows/2, mesh, compiler: Plugboard.Nx, client: c, partitioner: form, input_shardings: [%{0 => [0]}, %{}])
+            parts = jit.(split.(x))
+            assert Enum.map(parts, &device_of/1) == [0, 1]
+            assert Enum.map(parts, & &1.vectorized_axes) == List.duplicate(x.vectorized_axes, 2)
+            got = parts |> Enum.map(&Nx.backend_transfer(&1, Nx.BinaryBackend)) |> Nx.concatenate()
+            assert got.vectorized_axes == x.vectorized_axes
+            assert Nx.to_flat_list(Nx.devectorize(got)) == Nx.to_flat_list(Nx.devectorize(want.(x)))
+          end
+        end
+      end
+
       test "a constant over 64 KiB (a parameter kept on each device) takes part whole", %{c: c} do
         big = Nx.iota({8, 4096}, type: :f32) |> Nx.divide(1000)
         x = Nx.iota({8, 4096}, type: :f32) |> Nx.negate()

@@ -59,13 +59,10 @@ defmodule Plugboard.Nx do
   @impl true
   def __compile__(key, vars, fun, opts) do
     client = client!(opts)
-    # The arguments' whole structure (a map's keys, a tuple's size) and each tensor's type, shape,
-    # names and vectorized axes: two calls share a program only when all of them agree.
-    templates = Enum.map(vars, &template_key/1)
     bound_hooks = opts |> Keyword.get(:hooks, %{}) |> Map.keys() |> Enum.sort()
     # A program for a chosen device is compiled portable (runs on any device of the client).
     device = opts[:device_id]
-    cache_key = {Cache.client_key(client), function_key(key), templates, bound_hooks, device != nil, Keyword.take(opts, [:debug])}
+    cache_key = Cache.key(client, function_key(key), vars, {:jit, bound_hooks, device != nil, Keyword.take(opts, [:debug])})
 
     {exe, output, used, hooks, constants, output_bytes} =
       Cache.get_or_compile(client, cache_key, fn ->
@@ -142,10 +139,6 @@ defmodule Plugboard.Nx do
   defp expr_ids(%_{} = struct), do: struct
   defp expr_ids(map) when is_map(map), do: Map.new(map, fn {k, v} -> {expr_ids(k), expr_ids(v)} end)
   defp expr_ids(other), do: other
-
-  # A tensor's part of the cache key (Composite.traverse for containers: a map's keys, a tuple's size).
-  defp template_key(%Nx.Tensor{type: type, shape: shape, names: names, vectorized_axes: axes}), do: {type, shape, names, axes}
-  defp template_key(container), do: Composite.traverse(container, &template_key/1)
 
   # The constants' buffers, copied to `device` when the program runs elsewhere than where they were
   # made (a portable program with several device_ids).

@@ -1,13 +1,14 @@
 defmodule Plugboard.Nx.Cache do
   @moduledoc false
-  # Compiled programs by key ({client id, function key, argument templates, options}), in a public
-  # ETS table owned by this process:
+  # Compiled programs by key (key/4: the client's id, the function, the arguments' templates, the
+  # caller's options), in a public ETS table owned by this process:
   #   - bounded: at most `config :plugboard_nx, cache_entries:` (default 512) entries; when an insert
   #     goes past it, the least recently used tenth goes;
   #   - one compile per key: the first process to miss marks the key as compiling; the others wait
   #     for its result (or, if it fails or dies, one of them compiles);
   #   - no client kept alive: keys hold a client's id, not the client, and when the garbage collector
-  #     destroys a client (Plugboard.notify_when_dropped/3) its entries go.
+  #     destroys a client (Plugboard.notify_when_dropped/3) its entries go, every kind (jit,
+  #     shard_jit): all keys are made by key/4, with the client's id in one place.
   use GenServer
 
   @table __MODULE__
@@ -25,7 +26,7 @@ defmodule Plugboard.Nx.Cache do
 
   @impl true
   def handle_info({:client_dropped, id}, state) do
-    :ets.match_delete(@table, {{id, :_, :_, :_, :_, :_}, :_, :_})
+    :ets.match_delete(@table, {{:program, id, :_, :_, :_}, :_, :_})
     :ets.delete(@table, {:watched, id})
     {:noreply, state}
   end
@@ -41,10 +42,19 @@ defmodule Plugboard.Nx.Cache do
     :ok
   end
 
-  @doc "The key part that names `client` (its id, which does not keep it alive)."
-  def client_key(client), do: Plugboard.client_id(client)
+  @doc """
+  The key of a program compiled for `client` (by its id, which does not keep it alive), `function`
+  (`Plugboard.Nx.function_key/1`), arguments like `vars` and `options` (whatever else the program
+  depends on). Two calls share a program only when their arguments agree in their whole structure
+  (a map's keys, a tuple's size) and in each tensor's type, shape, names and vectorized axes.
+  """
+  def key(client, function, vars, options), do: {:program, Plugboard.client_id(client), function, Enum.map(vars, &template/1), options}
 
-  def get_or_compile(client, key, compile) do
+  defp template(%Nx.Tensor{type: type, shape: shape, names: names, vectorized_axes: axes}), do: {type, shape, names, axes}
+  defp template(container), do: Nx.Defn.Composite.traverse(container, &template/1)
+
+  @doc "The compiled value for `key` (made by key/4 for `client`), compiling it with `compile` on a miss."
+  def get_or_compile(client, {:program, _, _, _, _} = key, compile) do
     start = System.monotonic_time()
 
     case :ets.lookup(@table, key) do

@@ -26,7 +26,9 @@ defmodule Plugboard.Nx.Shard do
       order (default: the first ones).
 
   Device `k` of the mesh (row-major over its shape) takes `args_list`'s `k`th list and returns the
-  `k`th result. A program with host calls (hooks, runtime calls) is refused: they are not carried
+  `k`th result. Vectorized arguments and results are as under `jit`: the program's values have the
+  vectorized axes leading, whole on every device, and `input_shardings:` names axes of the inner
+  shape. Programs are cached under the same key as jit's (`Plugboard.Nx.Cache.key/4`). A program with host calls (hooks, runtime calls) is refused: they are not carried
   across devices.
   """
   alias Nx.Defn.{Composite, Expr}
@@ -47,11 +49,7 @@ defmodule Plugboard.Nx.Shard do
               "#{length(args_list)} argument list(s) given (one per device)"
     end
 
-    templates = Enum.map(vars, &template_key/1)
-
-    cache_key =
-      {Cache.client_key(client), :shard, Plugboard.Nx.function_key(key), templates, mesh_shape, shardings, partitioner, devices,
-       Keyword.take(opts, [:debug])}
+    cache_key = Cache.key(client, Plugboard.Nx.function_key(key), vars, {:shard, mesh_shape, shardings, partitioner, devices, Keyword.take(opts, [:debug])})
 
     {exe, output, used, constants} =
       Cache.get_or_compile(client, cache_key, fn -> compile(client, key, mesh_shape, vars, fun, shardings, partitioner, devices, opts) end)
@@ -65,8 +63,10 @@ defmodule Plugboard.Nx.Shard do
     for outputs <- Plugboard.run_partitioned!(exe, lists) do
       {result, []} =
         Composite.traverse(output, outputs, fn template, [buffer | rest] ->
-          # Each device's part of a result has the shape XLA's propagation gave it.
-          {Backend.from_buffer(%{template | shape: buffer.shape}, buffer, client), rest}
+          # Each device's part of a result has the shape XLA's propagation gave it (after the
+          # vectorized axes, which lead the program's value and are whole on every device).
+          inner = buffer.shape |> Tuple.to_list() |> Enum.drop(length(template.vectorized_axes)) |> List.to_tuple()
+          {Backend.from_buffer(%{template | shape: inner}, buffer, client), rest}
         end)
 
       result
@@ -76,12 +76,8 @@ defmodule Plugboard.Nx.Shard do
   defp compile(client, key, mesh_shape, vars, fun, shardings, partitioner, devices, opts) do
     {global_vars, leaf_shardings} = global_vars(vars, shardings, mesh_shape)
     {expr, output} = Plugboard.Nx.devectorized_output(fun.(global_vars))
-
-    if Enum.any?(Composite.flatten_list([output]), &(&1.vectorized_axes != [])) do
-      raise ArgumentError, "Plugboard.Nx.shard_jit: vectorized results are not supported"
-    end
-
-    params = Composite.flatten_list(global_vars)
+    # The program's parameters are the tensors devectorized (vectorized axes leading), as for jit.
+    params = global_vars |> Composite.flatten_list() |> Enum.map(&Nx.devectorize/1)
     annotations = annotations(partitioner, mesh_shape, leaf_shardings)
     {text, _, used, hooks, constants} = Emitter.to_mlir(params, expr, [], annotations)
 
@@ -171,8 +167,6 @@ defmodule Plugboard.Nx.Shard do
     mesh_rank = tuple_size(mesh_shape)
 
     for leaf <- Composite.flatten_list([var]) do
-      if leaf.vectorized_axes != [], do: bad.("vectorized arguments are not supported")
-
       normalized =
         Enum.map(spec, fn {axis, mesh_axes} ->
           index = axis_index(axis, leaf) || bad.("#{inspect(axis)} is no axis of a tensor of shape #{inspect(leaf.shape)}")
@@ -209,26 +203,26 @@ defmodule Plugboard.Nx.Shard do
   ## The whole arrays
 
   # Parameters of the whole arrays the devices' shards make up (a split axis is the shard's times
-  # the devices along the mesh axes splitting it), and each tensor's sharding, in parameter order.
+  # the devices along the mesh axes splitting it), and each tensor's sharding, in parameter order,
+  # over the program's parameter: its vectorized axes lead, whole on every device.
   defp global_vars(vars, shardings, mesh_shape) do
     {vars, {_, leaves}} =
       Enum.zip(vars, shardings)
       |> Enum.map_reduce({0, []}, fn {var, sharding}, acc ->
-        Composite.traverse(var, acc, fn %T{shape: shape} = t, {i, leaves} ->
+        Composite.traverse(var, acc, fn %T{shape: shape, vectorized_axes: vectorized} = t, {i, leaves} ->
           global =
             Enum.reduce(sharding, shape, fn {axis, mesh_axes}, shape ->
               put_elem(shape, axis, elem(shape, axis) * Enum.product(Enum.map(mesh_axes, &elem(mesh_shape, &1))))
             end)
 
-          {Expr.parameter(%T{t | shape: global, data: nil}, :root, i), {i + 1, [{sharding, tuple_size(shape)} | leaves]}}
+          lead = length(vectorized)
+          program_sharding = for {axis, mesh_axes} <- sharding, do: {axis + lead, mesh_axes}
+          {Expr.parameter(%T{t | shape: global, data: nil}, :root, i), {i + 1, [{program_sharding, lead + tuple_size(shape)} | leaves]}}
         end)
       end)
 
     {vars, Enum.reverse(leaves)}
   end
-
-  defp template_key(%T{type: type, shape: shape, names: names}), do: {type, shape, names}
-  defp template_key(container), do: Composite.traverse(container, &template_key/1)
 
   ## Annotations
 
