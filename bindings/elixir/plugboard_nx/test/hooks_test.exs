@@ -6,6 +6,35 @@ defmodule Plugboard.Nx.HooksTest do
   import Plugboard.Nx.Case
   alias Plugboard.Nx.{HookFixtures, ScopeFixtures}
 
+  defmodule VectorizedCond do
+    @moduledoc false
+    import Nx.Defn
+
+    # A hook and a print on a container with a vectorized tensor, inside a cond on a vectorized
+    # predicate (Nx turns it into a select over both branches).
+    defn hooked(pred, x) do
+      cond do
+        pred -> hook({Nx.tensor(7), Nx.tensor(8), x}, :inside, fn value -> send(self(), {:inside, value}) end)
+        true -> {Nx.tensor(1), Nx.tensor(2), x * 2}
+      end
+    end
+
+    # Nx's own test of this (vectorize_test.exs, "if with container result").
+    defn printed_if(pred, then, other) do
+      cond do
+        pred -> print_value(then, label: "if")
+        true -> print_value(other, label: "else")
+      end
+    end
+
+    defn printed(pred, x) do
+      cond do
+        pred -> print_value({Nx.tensor(7), Nx.tensor(8), x}) |> elem(2)
+        true -> x * 2
+      end
+    end
+  end
+
   for {label, path} <- cpu_plugins() do
     describe "on #{label}" do
       setup do
@@ -90,6 +119,37 @@ defmodule Plugboard.Nx.HooksTest do
         {evaluator, plugboard} = Enum.split(tags, div(length(tags), 2))
         assert evaluator == [:then_branch, :else_branch, :before, :body, :body, :after]
         assert plugboard == evaluator
+      end
+
+      test "a hook or print on {7, 8, vectorized x} inside a vectorized cond gets what the Evaluator's gets", %{c: c} do
+        x = Nx.vectorize(Nx.tensor([[1, 2], [3, 4]]), :x)
+        # The predicate over x's own axis, over another axis, and not vectorized.
+        preds = [Nx.vectorize(Nx.tensor([1, 0]), :x), Nx.vectorize(Nx.tensor([1, 1]), :p), Nx.tensor(1)]
+        seen = fn {a, b, t} -> {Nx.to_number(a), Nx.to_number(b), t.vectorized_axes, t.names, t.shape, Nx.to_flat_list(t)} end
+
+        for pred <- preds do
+          [evaluator, plugboard] =
+            for compiler <- [Nx.Defn.Evaluator, Plugboard.Nx] do
+              result = Nx.Defn.jit_apply(&VectorizedCond.hooked/2, [pred, x], compiler: compiler, client: c)
+              assert_received {:inside, value}
+              printed = capture_io(fn -> Nx.Defn.jit_apply(&VectorizedCond.printed/2, [pred, x], compiler: compiler, client: c) end)
+              {seen.(value), printed, result |> elem(2) |> Nx.backend_transfer(Nx.BinaryBackend)}
+            end
+
+          {{7, 8, [], [:x, nil], {2, 2}, [1, 2, 3, 4]}, _, _} = evaluator
+          assert elem(plugboard, 0) == elem(evaluator, 0)
+          assert elem(plugboard, 1) == elem(evaluator, 1)
+          assert elem(plugboard, 2) == elem(evaluator, 2)
+        end
+
+        # What Nx's own suite expects of {7, 8, vectorized x} printed in a branch: x devectorized,
+        # its vectorized axis a named axis (as the Evaluator gives it), once per branch taken.
+        pred = Nx.vectorize(Nx.tensor([2, 0, 0]), :pred)
+        other = {7, 8, Nx.vectorize(Nx.tensor([9, 10, 11]), :x)}
+        io = capture_io(fn -> Nx.Defn.jit_apply(&VectorizedCond.printed_if/3, [pred, {1, 2, 3}, other], compiler: Plugboard.Nx, client: c) end)
+        assert String.replace(io, ",\n", ",") ==
+                 "if: #{inspect({Nx.tensor(1), Nx.tensor(2), Nx.tensor(3)})}\n" <>
+                   "else: #{inspect({Nx.tensor(7), Nx.tensor(8), Nx.tensor([9, 10, 11], names: [:x])})}\n"
       end
 
       test "a hook sees vectorized tensors devectorized, as under the Evaluator", %{c: c} do
