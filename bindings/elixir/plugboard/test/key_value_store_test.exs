@@ -15,6 +15,7 @@ defmodule Plugboard.KeyValueStoreTest do
 
   alias Plugboard.{Error, KeyValueStore, Native}
   alias Plugboard.KeyValueStore.Server
+  @compile {:no_warn_undefined, :telemetry}
 
   @moduletag timeout: 120_000
 
@@ -277,6 +278,10 @@ defmodule Plugboard.KeyValueStoreTest do
     assert leader in for({_, pid, _, _} <- DynamicSupervisor.which_children(Plugboard.KeyValueStore.Supervisor), do: pid)
     waiter = Task.async(fn -> KeyValueStore.get(kv, "never", 30_000) end)
     Process.sleep(200)
+    me = self()
+    # With :telemetry (the Elixir 1.18 pass), the loss is an event too.
+    telemetry? = Plugboard.Telemetry.enabled?()
+    if telemetry?, do: :telemetry.attach("kv-lost", [:plugboard, :key_value_store, :lost], fn _, m, md, _ -> send(me, {:lost, m, md}) end, nil)
 
     log =
       capture_log(fn ->
@@ -289,6 +294,12 @@ defmodule Plugboard.KeyValueStoreTest do
       end)
 
     assert log =~ "lost"
+
+    if telemetry? do
+      :telemetry.detach("kv-lost")
+      assert_received {:lost, %{keys: 1, waiters: 1}, %{cluster: ^c}}
+    end
+
     # Lost and said so: the next call starts a new, empty leader.
     assert {:error, %Error{code: :not_found}} = KeyValueStore.try_get(kv, "k")
     assert Server.whereis(c) not in [leader, :undefined]

@@ -33,6 +33,11 @@ defmodule Plugboard.Telemetry do
       `%{name, ordered: boolean, executable}`, on stop also `result: :ok | :error`. `:exception`
       (the function raised, threw or exited) carries `kind`, `reason` and `stacktrace`; the
       execution then fails as before.
+    * `[:plugboard, :key_value_store, :lost]` — the key-value store's leader stopped holding data
+      (a crash): `%{keys, waiters}`, metadata `%{cluster, reason, node}` (`Plugboard.KeyValueStore`).
+    * `[:plugboard, :key_value_store, :merged]` — a healed split merged another leader's keys:
+      `%{keys, conflicts}`, metadata `%{cluster, node, from_node, conflicting}` (the `{namespace,
+      key}`s put on both sides whose other value was lost).
 
   `target` is the name of the target the client was booted as (`Plugboard.Client`'s `target`), or
   the plugin's path for a client from `Plugboard.open/2`.
