@@ -17,7 +17,8 @@ start = fn tag ->
   name = ~c"kv_bench_#{tag}_#{System.unique_integer([:positive])}"
   args = [~c"-setcookie", ~c"plugboard_kv_bench" | paths]
   {:ok, pid, node} = :peer.start(%{name: name, host: ~c"127.0.0.1", longnames: true, connection: :standard_io, args: args})
-  {:ok, _} = :peer.call(pid, Application, :ensure_all_started, [:elixir])
+  # :plugboard itself: its supervisor holds the leader a store on that node starts.
+  {:ok, _} = :peer.call(pid, Application, :ensure_all_started, [:plugboard])
   {pid, node}
 end
 
