@@ -26,8 +26,11 @@ defmodule Plugboard.Serving.Template do
   def checked(%Nx.Serving{client_preprocessing: pre, client_postprocessing: post} = serving, name, template) do
     serving
     |> Nx.Serving.client_preprocessing(fn input ->
-      {batch, info} = if pre, do: pre.(input), else: {input, :client_info}
-      {batch, {info, check(name, template, batch)}}
+      case if(pre, do: pre.(input), else: {input, :client_info}) do
+        {batch, info} -> {batch, {info, check(name, template, batch)}}
+        # Not {batch, info}: Nx.Serving refuses it, with its own message.
+        other -> other
+      end
     end)
     |> Nx.Serving.client_postprocessing(fn result, {info, learned} ->
       if learned, do: remember(name, learned)
