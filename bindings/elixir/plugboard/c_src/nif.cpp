@@ -3,8 +3,9 @@
 // longer goes elsewhere. Selection and plugin loading run on dirty I/O schedulers; copies of more
 // than a MiB (buffers from and to binaries, host-callback answers) reschedule themselves onto a dirty
 // CPU scheduler, as does reading a buffer's device address (the plugin may wait for the contents
-// first); compilation, executions that may run long, and client teardown run on plugboard's
-// own threads (work_pool.h) and answer by message.
+// first), as does notify_when_dropped/3 (it copies its message, of any size); compilation,
+// executions that may run long, and the teardown of clients, executables and buffers (those the
+// garbage collector drops, batched: resources.h) run on plugboard's own threads (work_pool.h).
 #include <erl_nif.h>
 
 #include <cstring>
@@ -62,7 +63,7 @@ ErlNifFunc functions[] = {
     {"client_info", 1, nif_client_info, 0},
     {"client_close", 1, nif_client_close, 0},
     {"client_id", 1, nif_client_id, 0},
-    {"client_notify_when_dropped", 3, nif_client_notify_when_dropped, 0},
+    {"client_notify_when_dropped", 3, nif_client_notify_when_dropped, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"client_declare_lapack", 1, nif_client_declare_lapack, ERL_NIF_DIRTY_JOB_IO_BOUND},
     {"resource_counts", 0, nif_resource_counts, 0},
     {"await_teardowns", 1, nif_await_teardowns, ERL_NIF_DIRTY_JOB_IO_BOUND},

@@ -211,7 +211,8 @@ PB_NIF(nif_await_teardowns) {
   return atom(env, await_teardowns(std::chrono::milliseconds(ms)) ? "ok" : "timeout");
 }
 
-// %{client: n, executable: n, buffer: n, call: n}: live native objects
+// %{client: n, executable: n, buffer: n, call: n, ...}: live native objects, and the time their
+// destructors have spent on normal schedulers
 PB_NIF(nif_resource_counts) {
   (void)argc;
   (void)argv;
@@ -223,6 +224,7 @@ PB_NIF(nif_resource_counts) {
                                                         {"gate", ResourceKind::kGate},
                                                         {"key_value_store", ResourceKind::kKeyValue}};
   for (const auto& [name, kind] : kinds) enif_make_map_put(env, map, atom(env, name), enif_make_int64(env, live_resources(kind)), &map);
+  enif_make_map_put(env, map, atom(env, "destructor_us_on_schedulers"), enif_make_int64(env, destructor_ns_on_schedulers() / 1000), &map);
   return map;
 }
 

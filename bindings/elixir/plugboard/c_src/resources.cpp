@@ -1,5 +1,6 @@
 #include "resources.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -21,15 +22,26 @@ ErlNifResourceType*& type_slot() {
 }
 
 std::atomic<int64_t> live[static_cast<int>(ResourceKind::kCount)];
+// The destructors' time on normal schedulers (destructor_ns_on_schedulers), each counted up to
+// kChargedAtMost: one that the OS preempted on a loaded machine is not charged the time it was off
+// the CPU, while destroys done on the scheduler still show (a PJRT_Buffer_Destroy takes microseconds).
+std::atomic<int64_t> destroy_ns_on_schedulers{0};
+constexpr std::chrono::nanoseconds kChargedAtMost = std::chrono::microseconds(20);
 
 template <class T>
 void destroy(ErlNifEnv* env, void* memory) {
   auto* slot = static_cast<ResourceSlot<T>*>(memory);
   if (!slot->object) return;
+  // Run wherever the garbage collection runs, often a normal scheduler: timed there.
+  const bool on_scheduler = on_normal_scheduler();
+  const auto start = on_scheduler ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if constexpr (std::is_same_v<T, ClientResource>) slot->object->tell_watchers(env);
   delete slot->object;  // a destructor never throws (they are noexcept); the library's never block
   slot->object = nullptr;
   count_resource(kind_of<T>(), -1);
+  if (on_scheduler)
+    destroy_ns_on_schedulers.fetch_add(std::min<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start, kChargedAtMost).count(),
+                                       std::memory_order_relaxed);
 }
 
 void call_down(ErlNifEnv*, void* memory, ErlNifPid*, ErlNifMonitor*) {
@@ -58,6 +70,7 @@ std::string describe(const api::Buffer& b) {
 
 void count_resource(ResourceKind kind, int delta) { live[static_cast<int>(kind)].fetch_add(delta, std::memory_order_relaxed); }
 int64_t live_resources(ResourceKind kind) { return live[static_cast<int>(kind)].load(std::memory_order_relaxed); }
+int64_t destructor_ns_on_schedulers() { return destroy_ns_on_schedulers.load(std::memory_order_relaxed); }
 
 template <>
 ErlNifResourceType* resource_type<ClientResource>() { return type_slot<ClientResource>(); }
@@ -134,11 +147,64 @@ std::shared_ptr<const api::Client> guard_client(std::shared_ptr<const api::Clien
   });
 }
 
+namespace {
+// Buffers let go of on a scheduler wait here, and one launch-pool task at a time destroys them in
+// batches: a garbage collection that drops 100,000 small buffers costs its scheduler a lock and a
+// push for each, not 100,000 PJRT_Buffer_Destroy calls. The task in progress is one of the counted
+// teardowns, and it takes whatever is queued until the queue is empty. Leaked, as the teardowns are.
+struct BufferDrop {
+  std::shared_ptr<api::Buffer> buffer;
+  std::shared_ptr<const api::Client> client;  // released after the buffer
+};
+struct DropQueue {
+  std::mutex mutex;
+  std::vector<BufferDrop> queued;
+  bool draining = false;
+};
+DropQueue& drop_queue() {
+  static DropQueue* q = new DropQueue;
+  return *q;
+}
+
+void drain_drops() noexcept {
+  DropQueue& q = drop_queue();
+  for (;;) {
+    std::vector<BufferDrop> batch;
+    {
+      std::lock_guard lock(q.mutex);
+      if (q.queued.empty()) {
+        q.draining = false;
+        return;
+      }
+      batch.swap(q.queued);
+    }
+    for (BufferDrop& d : batch) {
+      d.buffer.reset();
+      d.client.reset();
+    }
+  }
+}
+
+void drop_later(BufferDrop drop) noexcept {
+  DropQueue& q = drop_queue();
+  bool start = false;
+  try {
+    std::lock_guard lock(q.mutex);
+    q.queued.push_back(std::move(drop));  // on no memory, `drop` is left as it was
+    start = !std::exchange(q.draining, true);
+  } catch (...) {
+    drop.buffer.reset();  // dropped here, as before batching
+    return;
+  }
+  if (start) drop_off_scheduler(&drain_drops);
+}
+}  // namespace
+
 void dispose(std::shared_ptr<api::Buffer> buffer) noexcept {
   // Off a normal scheduler, or small: dropped here. (Whether this is the last reference is not asked:
   // another holder may let go at the same moment.)
   if (!buffer || !on_normal_scheduler() || buffer->byte_size() <= kDirtyCopyBytes) return;
-  drop_off_scheduler([last = std::move(buffer)]() mutable { last.reset(); });
+  drop_later({std::move(buffer), nullptr});
 }
 
 namespace {
@@ -182,7 +248,11 @@ ExecutableResource::~ExecutableResource() {
     });
 }
 
-BufferResource::~BufferResource() { dispose(std::move(buffer)); }
+// Run by the garbage collector, wherever it runs: every buffer, however small, goes to the batches
+// (counted among the teardowns from any thread, a delivery thread's included).
+BufferResource::~BufferResource() {
+  if (buffer) drop_later({std::move(buffer), std::move(client)});
+}
 
 Expected<std::shared_ptr<api::Buffer>> BufferResource::use(std::string_view as) {
   std::lock_guard lock(mutex);

@@ -27,8 +27,10 @@ namespace plugboard::nif {
 // plugin's own references always go before it.
 std::shared_ptr<const api::Client> guard_client(std::shared_ptr<const api::Client> client);
 
-// Drops a reference to a buffer; the last one of a large buffer is dropped on a launch-pool thread
-// (releasing many pages can take milliseconds).
+// Drops a reference to a buffer; the last one of a large buffer dropped on a scheduler goes to a
+// launch-pool thread (releasing many pages can take milliseconds), batched with the buffers the
+// garbage collector lets go of (~BufferResource: all of them go there, a collection may drop
+// thousands at once).
 void dispose(std::shared_ptr<api::Buffer> buffer) noexcept;
 // Waits up to `limit` for the teardowns handed to the launch pool (clients, executables, large
 // buffers) to finish; false if some are still running then.
@@ -100,7 +102,7 @@ struct BufferResource {
   enum class Gone { kNo, kDonated, kFreed };
   BufferResource(std::shared_ptr<api::Buffer> b, std::shared_ptr<const api::Client> c, BufferOrigin o)
       : client(std::move(c)), buffer(std::move(b)), origin(o) {}
-  ~BufferResource();
+  ~BufferResource();  // the buffer and the client go on a launch-pool thread, batched
   std::shared_ptr<const api::Client> client;  // declared first: destroyed after the buffer
   std::mutex mutex;
   std::shared_ptr<api::Buffer> buffer;  // null once gone
@@ -178,6 +180,11 @@ template <class T>
 constexpr ResourceKind kind_of();
 void count_resource(ResourceKind kind, int delta);
 int64_t live_resources(ResourceKind kind);
+// Nanoseconds that resource destructors (run by the garbage collector) have spent on normal
+// schedulers, all together, for the life of the library; each destructor counts 20 µs at most (the
+// rest of a longer one is the OS's preemption on a loaded machine, or a destroy on the scheduler that
+// shows anyway).
+int64_t destructor_ns_on_schedulers();
 
 struct NewResource {
   ERL_NIF_TERM term;

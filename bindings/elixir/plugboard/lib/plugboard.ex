@@ -257,7 +257,9 @@ defmodule Plugboard do
   copy of it, in any process). `close/1` is not the end: the term still exists. Executables and
   buffers made from the client do not keep it (they hold the native client, not the term), so a cache
   that holds executables and keys them on `client_id/1` gets its message. Several processes may watch
-  one client (each call adds one watcher); a watcher that has exited is skipped.
+  one client (each call adds one watcher); a watcher that has exited is skipped. The message is
+  copied on a dirty CPU scheduler (a large one never holds a normal scheduler) and moved, not copied
+  again, when it is sent.
 
       Plugboard.notify_when_dropped(client, self(), {:client_dropped, Plugboard.client_id(client)})
   """
@@ -268,7 +270,12 @@ defmodule Plugboard do
   def notify_when_dropped(client, pid, _message),
     do: Options.invalid("notify_when_dropped: expected a %Plugboard.Client{} and a local pid, got #{inspect(client, limit: 3)} and #{inspect(pid)}")
 
-  @doc "Live native objects by kind (`%{client: n, executable: n, buffer: n, call: n}`): a leak check."
+  @doc """
+  Live native objects by kind (`%{client: n, executable: n, buffer: n, call: n, ...}`): a leak check;
+  and `destructor_us_on_schedulers`, the microseconds the garbage collector's destructors of these
+  objects have spent on normal schedulers since the library loaded (their native teardown runs on
+  plugboard's threads, batched).
+  """
   @spec native_objects() :: %{atom() => non_neg_integer()}
   def native_objects, do: Native.resource_counts()
 
