@@ -367,7 +367,8 @@ defmodule Plugboard.KeyValueStoreTest do
     assert {:error, %Error{code: :unavailable, message: m}} = KeyValueStore.close(kv)
     assert m =~ "closed"
     assert {:error, %Error{code: :unavailable}} = KeyValueStore.close(:kv_close_twice)
-    for bad <- ["job", 42, nil, %{handler: self()}] do
+    # A process that is no store's handler, by pid or by name, is not stopped.
+    for bad <- ["job", 42, nil, %{handler: self()}, self(), :init] do
       assert {:error, %Error{code: :invalid_argument, message: m}} = KeyValueStore.close(bad)
       assert m =~ "close" and m =~ "store" and m =~ inspect(bad), m
     end

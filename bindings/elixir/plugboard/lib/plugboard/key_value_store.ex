@@ -225,16 +225,28 @@ defmodule Plugboard.KeyValueStore do
   defp closed(store), do: {:error, Error.new(:unavailable, "key-value store: the handler of #{inspect(store, limit: 5)} is gone (the store is closed)")}
 
   defp handler(%__MODULE__{handler: pid}, _function) when is_pid(pid), do: {:ok, pid}
-  defp handler(pid, _function) when is_pid(pid), do: {:ok, pid}
+  defp handler(pid, function) when is_pid(pid), do: handler_or_invalid(pid, pid, function)
 
-  defp handler(name, _function) when is_atom(name) and name not in [nil, true, false] do
+  defp handler(name, function) when is_atom(name) and name not in [nil, true, false] do
     case Process.whereis(name) do
       nil -> closed(name)
-      pid -> {:ok, pid}
+      pid -> handler_or_invalid(pid, name, function)
     end
   end
 
-  defp handler(other, function),
+  defp handler(other, function), do: not_a_store(other, function)
+
+  # A local process that is not a store's handler (another process's name or pid) is refused: it
+  # must not be stopped by close/1 or asked a handler's questions. A gone one is a closed store.
+  defp handler_or_invalid(pid, store, function) do
+    case node(pid) == node() && Process.info(pid, :dictionary) do
+      false -> {:ok, pid}
+      nil -> closed(store)
+      {:dictionary, dictionary} -> if dictionary[:"$initial_call"] == {Handler, :init, 1}, do: {:ok, pid}, else: not_a_store(store, function)
+    end
+  end
+
+  defp not_a_store(other, function),
     do: Options.invalid("KeyValueStore.#{function}: store must be a %Plugboard.KeyValueStore{}, the name it was opened under or its handler's pid, got #{inspect(other, limit: 5)}")
 
   # :infinity or 0..4_294_967_295 ms (the longest timer, and receive-after, the VM takes).

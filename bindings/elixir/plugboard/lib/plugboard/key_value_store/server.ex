@@ -149,9 +149,6 @@ defmodule Plugboard.KeyValueStore.Server do
     end
   end
 
-  # What a test or an operator asks of the leader: its namespaces and how many keys each holds.
-  def handle_call(:namespaces, _from, state), do: {:reply, Map.new(state.data, fn {ns, keys} -> {ns, map_size(keys)} end), state}
-
   @impl true
   def handle_cast({:merge, from_node, other}, state), do: {:noreply, merge(state, from_node, other)}
 
@@ -198,7 +195,8 @@ defmodule Plugboard.KeyValueStore.Server do
           "#{keys} key(s) in #{map_size(state.data)} namespace(s) lost, #{length(waiters)} waiting get(s) failed"
 
       for {_, _, {from, _, _}} <- waiters, do: GenServer.reply(from, {:error, Error.new(:unavailable, message)})
-      Logger.error(message)
+      # A stop of the application (or the node) is no fault: said, not alarmed.
+      if reason == :shutdown or match?({:shutdown, _}, reason), do: Logger.info(message), else: Logger.error(message)
       Telemetry.execute([:plugboard, :key_value_store, :lost], %{keys: keys, waiters: length(waiters)}, %{cluster: state.cluster, reason: reason, node: node()})
     end
 
