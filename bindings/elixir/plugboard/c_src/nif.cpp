@@ -21,12 +21,12 @@ namespace {
 // What the library's resource objects look like. A new library takes over the objects an old one made
 // only when they are laid out alike: raise this whenever a resource struct (resources.h) changes.
 // 3: ClientResource's id and watchers, BufferResource's origin; the identity carries the client-id
-// counter.
-constexpr int kResourceLayout = 3;
+// counter. 4: the identity carries VmShared (ids, live counts, teardowns) instead.
+constexpr int kResourceLayout = 4;
 struct LibraryIdentity {
   const char* name;
   int resource_layout;
-  ClientIdCounter* client_ids;  // the VM's one counter: the first library's, passed on at each upgrade
+  VmShared* shared;  // the VM's: the first library's, passed on at each upgrade
 };
 LibraryIdentity identity{"plugboard_nif", kResourceLayout, nullptr};
 
@@ -37,7 +37,7 @@ bool same_layout(void* old_priv) {
 
 int load(ErlNifEnv* env, void** priv, ERL_NIF_TERM) {
   keep_large_blocks_in_the_heap();
-  identity.client_ids = client_ids_in_use();
+  identity.shared = vm_shared_in_use();
   *priv = &identity;
   return open_resource_types(env, ERL_NIF_RT_CREATE) ? 0 : 1;
 }
@@ -48,9 +48,10 @@ int load(ErlNifEnv* env, void** priv, ERL_NIF_TERM) {
 // linked -z nodelete: its threads never outlive their code.
 int upgrade(ErlNifEnv* env, void** priv, void** old_priv, ERL_NIF_TERM) {
   if (!old_priv || !same_layout(*old_priv)) return 1;
-  // Ids go on from the old library's counter (it stays mapped: -z nodelete), never starting over.
-  use_client_ids(static_cast<const LibraryIdentity*>(*old_priv)->client_ids);
-  identity.client_ids = client_ids_in_use();
+  // Ids, counts and teardowns go on in the old library's VmShared (it stays mapped: -z nodelete),
+  // never starting over.
+  use_vm_shared(static_cast<const LibraryIdentity*>(*old_priv)->shared);
+  identity.shared = vm_shared_in_use();
   *priv = &identity;
   return open_resource_types(env, static_cast<ErlNifResourceFlags>(ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER)) ? 0 : 1;
 }

@@ -21,12 +21,15 @@ ErlNifResourceType*& type_slot() {
   return type;
 }
 
-std::atomic<int64_t> live[static_cast<int>(ResourceKind::kCount)];
 // The destructors' time on normal schedulers (destructor_ns_on_schedulers), each counted up to
 // kChargedAtMost: one that the OS preempted on a loaded machine is not charged the time it was off
 // the CPU, while destroys done on the scheduler still show (a PJRT_Buffer_Destroy takes microseconds).
-std::atomic<int64_t> destroy_ns_on_schedulers{0};
 constexpr std::chrono::nanoseconds kChargedAtMost = std::chrono::microseconds(20);
+
+// This library's own: in use unless an older library's was handed on. Leaked: pool threads may use it
+// during static destruction.
+std::atomic<VmShared*> shared_in_use{new VmShared};
+VmShared& vm_shared() { return *shared_in_use.load(std::memory_order_relaxed); }
 
 template <class T>
 void destroy(ErlNifEnv* env, void* memory) {
@@ -40,7 +43,7 @@ void destroy(ErlNifEnv* env, void* memory) {
   slot->object = nullptr;
   count_resource(kind_of<T>(), -1);
   if (on_scheduler)
-    destroy_ns_on_schedulers.fetch_add(std::min<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start, kChargedAtMost).count(),
+    vm_shared().destroy_ns_on_schedulers.fetch_add(std::min<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start, kChargedAtMost).count(),
                                        std::memory_order_relaxed);
 }
 
@@ -68,9 +71,14 @@ std::string describe(const api::Buffer& b) {
 
 }  // namespace
 
-void count_resource(ResourceKind kind, int delta) { live[static_cast<int>(kind)].fetch_add(delta, std::memory_order_relaxed); }
-int64_t live_resources(ResourceKind kind) { return live[static_cast<int>(kind)].load(std::memory_order_relaxed); }
-int64_t destructor_ns_on_schedulers() { return destroy_ns_on_schedulers.load(std::memory_order_relaxed); }
+void count_resource(ResourceKind kind, int delta) { vm_shared().live[static_cast<int>(kind)].fetch_add(delta, std::memory_order_relaxed); }
+int64_t live_resources(ResourceKind kind) { return vm_shared().live[static_cast<int>(kind)].load(std::memory_order_relaxed); }
+int64_t destructor_ns_on_schedulers() { return vm_shared().destroy_ns_on_schedulers.load(std::memory_order_relaxed); }
+
+VmShared* vm_shared_in_use() { return shared_in_use.load(); }
+void use_vm_shared(VmShared* shared) {
+  if (shared) shared_in_use.store(shared);
+}
 
 template <>
 ErlNifResourceType* resource_type<ClientResource>() { return type_slot<ClientResource>(); }
@@ -86,19 +94,7 @@ template <>
 ErlNifResourceType* resource_type<KeyValueResource>() { return type_slot<KeyValueResource>(); }
 
 namespace {
-// The teardowns handed to the launch pool and not finished yet, so that the VM's stop can let them
-// finish before exit(): a plugin's objects destroyed while exit() tears down the plugin's own statics
-// crash it (the 0.106 plugin aborted in ~ExecutionEngine). Leaked: pool threads may use it during
-// static destruction.
-struct Teardowns {
-  std::mutex mutex;
-  std::condition_variable done;
-  int64_t in_flight = 0;
-};
-Teardowns& teardowns() {
-  static Teardowns* t = new Teardowns;
-  return *t;
-}
+Teardowns& teardowns() { return vm_shared().teardowns; }
 void teardown_finished() noexcept {
   Teardowns& t = teardowns();
   {
@@ -207,18 +203,8 @@ void dispose(std::shared_ptr<api::Buffer> buffer) noexcept {
   drop_later({std::move(buffer), nullptr});
 }
 
-namespace {
-ClientIdCounter own_client_ids{0};  // this library's: in use unless an older library's was handed on
-std::atomic<ClientIdCounter*> client_ids{&own_client_ids};
-}  // namespace
-
-ClientIdCounter* client_ids_in_use() { return client_ids.load(); }
-void use_client_ids(ClientIdCounter* counter) {
-  if (counter) client_ids.store(counter);
-}
-
 ClientResource::ClientResource(std::shared_ptr<const api::Client> c)
-    : id(client_ids.load()->fetch_add(1, std::memory_order_relaxed) + 1), client_(guard_client(std::move(c))) {}
+    : id(vm_shared().client_ids.fetch_add(1, std::memory_order_relaxed) + 1), client_(guard_client(std::move(c))) {}
 
 Status ClientResource::watch(const ErlNifPid& pid, ERL_NIF_TERM message) {
   auto watcher = std::make_unique<Watcher>();

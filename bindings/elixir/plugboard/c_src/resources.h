@@ -6,6 +6,7 @@
 #include <erl_nif.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <atomic>
@@ -69,12 +70,6 @@ struct ClientResource {
   std::shared_ptr<const api::Client> client_;
   std::vector<std::unique_ptr<Watcher>> watchers_;
 };
-
-// Where client ids come from: one counter for the life of the VM, handed from a library to the one
-// that takes over from it on a hot upgrade (nif.cpp), so that no id is ever given twice.
-using ClientIdCounter = std::atomic<uint64_t>;
-ClientIdCounter* client_ids_in_use();
-void use_client_ids(ClientIdCounter* counter);  // null: keeps the one in use
 
 // How executions of an executable may start (nif_execute.cpp): on the calling scheduler only when
 // nothing about the program says it could run long, and never again once launches there did.
@@ -185,6 +180,30 @@ int64_t live_resources(ResourceKind kind);
 // rest of a longer one is the OS's preemption on a loaded machine, or a destroy on the scheduler that
 // shows anyway).
 int64_t destructor_ns_on_schedulers();
+
+struct Teardowns {
+  std::mutex mutex;
+  std::condition_variable done;
+  int64_t in_flight = 0;
+};
+
+// What every library of this VM uses together, for the life of the VM: the first library's, handed
+// to the one that takes over from it on a hot upgrade (nif.cpp; a second build of the NIF is a
+// library with statics of its own). So no client id is given twice, an object the old library made
+// is counted where it was counted when the new one destroys it, and await_teardowns waits for the
+// teardowns the old library's threads still run. Part of the library's identity: raise
+// kResourceLayout (nif.cpp) whenever it changes.
+struct VmShared {
+  std::atomic<uint64_t> client_ids{0};  // the last id given (client_id/1)
+  std::atomic<int64_t> live[static_cast<int>(ResourceKind::kCount)]{};
+  std::atomic<int64_t> destroy_ns_on_schedulers{0};
+  // The teardowns handed to the launch pool and not finished yet, so that the VM's stop can let them
+  // finish before exit(): a plugin's objects destroyed while exit() tears down the plugin's own
+  // statics crash it (the 0.106 plugin aborted in ~ExecutionEngine).
+  Teardowns teardowns;
+};
+VmShared* vm_shared_in_use();
+void use_vm_shared(VmShared* shared);  // null: keeps the one in use
 
 struct NewResource {
   ERL_NIF_TERM term;
