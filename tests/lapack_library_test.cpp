@@ -1,5 +1,7 @@
 // src/lapack's own pieces below the kernels: the workspace size taken from LAPACK's answer to a
-// workspace query (workspace.h).
+// workspace query (workspace.h), and where LAPACK is opened from (library.h): PLUGBOARD_LAPACK, unless
+// a confined boot said the environment is not read. Those run in a child process each (the library
+// is opened once per process).
 #include <gtest/gtest.h>
 
 #include <climits>
@@ -7,6 +9,12 @@
 #include <limits>
 #include <string>
 
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "lapack/library.h"
 #include "lapack/workspace.h"
 
 namespace plugboard::lapack {
@@ -68,6 +76,69 @@ TEST(LapackWorkspace, ANegativeOrNaNAnswerIsRefused) {
     EXPECT_NE(size.error().message().find("plugboard_lapack_ssyevd"), std::string::npos);
   }
 }
+
+// A library that exists and loads but is no LAPACK: if it were opened it would be in the process's
+// memory map, and functions() would name its missing routines.
+constexpr char kBogus[] = PLUGBOARD_FIXTURE_FAULT_WELL_FORMED;
+
+bool mapped(const std::string& path) {
+  std::ifstream maps("/proc/self/maps");
+  std::stringstream text;
+  text << maps.rdbuf();
+  return text.str().find(path) != std::string::npos;
+}
+
+// Runs `check` in a child; a false check prints `what` there and fails.
+#define IN_CHILD(check)                                                      \
+  EXPECT_EXIT(                                                               \
+      {                                                                      \
+        std::string why = (check);                                           \
+        if (!why.empty()) std::cerr << "FAILED: " << why << std::endl;       \
+        std::exit(why.empty() ? 0 : 1);                                      \
+      },                                                                     \
+      ::testing::ExitedWithCode(0), "")
+
+std::string environment_is_read() {
+  setenv("PLUGBOARD_LAPACK", kBogus, 1);
+  auto fns = functions();
+  if (fns) return "PLUGBOARD_LAPACK's library was not opened";
+  if (fns.error().message().find(std::string(kBogus) + ") has no ssyevd_") == std::string::npos) return fns.error().to_string();
+  if (!mapped(kBogus)) return "not in /proc/self/maps";
+  const std::string line = describe();
+  if (line.find("(from PLUGBOARD_LAPACK)") == std::string::npos) return line;
+  return "";
+}
+
+std::string environment_is_ignored() {
+  setenv("PLUGBOARD_LAPACK", kBogus, 1);
+  ignore_environment();
+  auto fns = functions();
+  if (!fns) return fns.error().to_string();
+  if (mapped(kBogus)) return std::string(kBogus) + " was loaded";
+  const std::string line = describe();
+  if (line.find("LAPACK: /") != 0) return "no file named: " + line;
+  if (line.find("liblapack.so.3 on the loader's path; PLUGBOARD_LAPACK=" + std::string(kBogus) +
+                " not read: use_environment is false") == std::string::npos)
+    return line;
+  if (!mapped(line.substr(std::string("LAPACK: ").size(), line.find(" (") - std::string("LAPACK: ").size())))
+    return "the file named is not the one mapped: " + line;
+  return "";
+}
+
+std::string an_unprintable_variable_is_spelled_out() {
+  setenv("PLUGBOARD_LAPACK", "/x\x1b[2J\nforged", 1);
+  ignore_environment();
+  const std::string line = describe();
+  if (line.find('\x1b') != std::string::npos || line.find('\n') != std::string::npos) return "raw control characters: " + line;
+  if (line.find("PLUGBOARD_LAPACK=/x\\e[2J\\nforged not read") == std::string::npos) return line;
+  return "";
+}
+
+TEST(LapackLibrary, PlugboardLapackIsOpenedWhenTheEnvironmentIsRead) { IN_CHILD(environment_is_read()); }
+
+TEST(LapackLibrary, AConfinedBootLeavesPlugboardLapackUnreadAndNamesTheFileItOpened) { IN_CHILD(environment_is_ignored()); }
+
+TEST(LapackLibrary, TheReportSpellsOutControlCharactersOfTheVariable) { IN_CHILD(an_unprintable_variable_is_spelled_out()); }
 
 }  // namespace
 }  // namespace plugboard::lapack

@@ -1,18 +1,43 @@
 #include "lapack/library.h"
 
 #include <dlfcn.h>
+#include <link.h>
 
+#include <atomic>
 #include <cstdlib>
-#include <type_traits>
+#include <filesystem>
 #include <string>
+#include <type_traits>
+
+#include "base/terminal_text.h"
 
 namespace plugboard::lapack {
 
 namespace {
 
-Expected<const Functions*> open_library() {
-  const char* env = std::getenv("PLUGBOARD_LAPACK");
-  const std::string path = env && *env ? env : "liblapack.so.3";
+constexpr char kSystemName[] = "liblapack.so.3";
+constexpr char kVariable[] = "PLUGBOARD_LAPACK";
+
+std::atomic<bool> g_ignore_environment{false};
+
+struct Library {
+  Functions functions;
+  std::string file;  // what the loader opened (RTLD_DI_LINKMAP), or the name asked for
+};
+
+std::string environment_value() {
+  const char* env = std::getenv(kVariable);
+  return env ? env : "";
+}
+
+// Where LAPACK is taken from: PLUGBOARD_LAPACK when read and set, else the loader's liblapack.so.3.
+std::string requested(bool use_environment) {
+  std::string env = use_environment ? environment_value() : "";
+  return env.empty() ? kSystemName : env;
+}
+
+Expected<const Library*> open_library(bool use_environment) {
+  const std::string path = requested(use_environment);
   // Never closed: handlers registered in plugins point into it for the life of the process.
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
@@ -21,7 +46,14 @@ Expected<const Functions*> open_library() {
                                            " (Debian: apt-get install liblapack3; or set PLUGBOARD_LAPACK to a "
                                            "LAPACK shared library)");
   }
-  static Functions table;
+  auto* library = new Library{{}, path};  // for the life of the process, as the handle
+  link_map* map = nullptr;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name) {
+    std::error_code ec;  // the file itself, past the links (Debian's alternatives) the loader went through
+    std::filesystem::path file = std::filesystem::canonical(map->l_name, ec);
+    library->file = ec ? std::string(map->l_name) : file.string();
+  }
+  Functions& table = library->functions;
   std::string missing;
   auto find = [&](auto*& fn, const char* symbol) {
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, symbol));
@@ -32,14 +64,46 @@ Expected<const Functions*> open_library() {
   find(table.sgesdd, "sgesdd_");
   find(table.dgesdd, "dgesdd_");
   if (!missing.empty()) return make_error(Code::kNotFound, "LAPACK (" + path + ") has no " + missing);
-  return &table;
+  return library;
 }
+
+// One outcome per source, each opened at its first use.
+const Expected<const Library*>& library(bool use_environment) {
+  if (use_environment) {
+    static const Expected<const Library*> from_environment = open_library(true);
+    return from_environment;
+  }
+  static const Expected<const Library*> from_system = open_library(false);
+  return from_system;
+}
+
+bool environment_read() { return !g_ignore_environment.load(std::memory_order_acquire); }
 
 }  // namespace
 
 Expected<const Functions*> functions() {
-  static const Expected<const Functions*> outcome = open_library();
-  return outcome;
+  const Expected<const Library*>& lib = library(environment_read());
+  if (!lib) return std::unexpected(lib.error());
+  return &(*lib)->functions;
+}
+
+void ignore_environment() noexcept { g_ignore_environment.store(true, std::memory_order_release); }
+
+std::string describe() noexcept {
+  try {
+    const bool use_environment = environment_read();
+    const std::string env = environment_value();
+    std::string why;
+    if (use_environment && !env.empty()) why = std::string("from ") + kVariable;
+    else why = std::string(kSystemName) + " on the loader's path";
+    if (!use_environment && !env.empty())
+      why += std::string("; ") + kVariable + "=" + terminal_safe(env) + " not read: use_environment is false";
+    const Expected<const Library*>& lib = library(use_environment);
+    if (!lib) return "LAPACK: none (" + why + "): " + terminal_safe(lib.error().message());
+    return "LAPACK: " + terminal_safe((*lib)->file) + " (" + why + ")";
+  } catch (...) {
+    return "LAPACK: not described (out of memory)";
+  }
 }
 
 }  // namespace plugboard::lapack

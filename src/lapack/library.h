@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "base/status.h"
 
@@ -34,9 +35,20 @@ template <> inline Syevd<double>* Functions::syevd<double>() const { return dsye
 template <> inline Gesdd<float>* Functions::gesdd<float>() const { return sgesdd; }
 template <> inline Gesdd<double>* Functions::gesdd<double>() const { return dgesdd; }
 
-// The routines, from PLUGBOARD_LAPACK (a path) when set, else liblapack.so.3 on the loader's path.
-// Opened once; the outcome (the table, or the error naming the library and what it lacks) is
-// remembered for the life of the process. Thread-safe.
+// The routines, from PLUGBOARD_LAPACK (a path) when set and the environment may be read, else
+// liblapack.so.3 on the loader's path. Opened once per source; the outcome (the table, or the error
+// naming the library and what it lacks) is remembered for the life of the process. Thread-safe.
 Expected<const Functions*> functions();
+
+// From now on PLUGBOARD_LAPACK is not read: functions() is liblapack.so.3 on the loader's path. A
+// boot confined to its bundle (SelectionSettings::use_environment false) calls it, for the whole
+// process: LAPACK's kernels are process-wide. Kernels already running keep the table they have.
+void ignore_environment() noexcept;
+
+// One line for a boot report, after opening LAPACK as functions() does: the file the loader opened
+// (past symbolic links) and why that one ("LAPACK: /usr/lib/x86_64-linux-gnu/lapack/liblapack.so.3.11.0 (liblapack.so.3
+// on the loader's path; PLUGBOARD_LAPACK=/x not read: use_environment is false)"), or why there is
+// none. Values from the environment are spelled out (terminal_safe).
+std::string describe() noexcept;
 
 }  // namespace plugboard::lapack

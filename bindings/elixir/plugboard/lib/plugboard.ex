@@ -242,7 +242,9 @@ defmodule Plugboard do
   `w {..., n}` ascending and `v {..., n, n}`, eigenvectors as columns) and `plugboard_lapack_sgesdd` /
   `_dgesdd` (SVD: `a {..., m, n}` to `u`, `s` descending, `vt`, full or reduced as the results'
   shapes say), `api_version = 4`. LAPACK is the system's `liblapack.so.3` (Debian: `liblapack3`;
-  the environment variable `PLUGBOARD_LAPACK` names another), opened at the first call. Errors:
+  the environment variable `PLUGBOARD_LAPACK` names another, unless a boot with `use_environment:
+  false` ran in this VM: then the variable is not read, and the boot report's notes name the LAPACK
+  file), opened at the first call. Errors:
   `:unimplemented` for a plugin that is not a CPU plugin (or has no FFI extension), `:not_found`
   without LAPACK. Later calls cost a lookup.
   """

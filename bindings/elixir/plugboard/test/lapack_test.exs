@@ -49,3 +49,56 @@ defmodule Plugboard.LapackTest do
     assert {:error, %Error{code: :invalid_argument}} = Plugboard.declare_lapack(:nope)
   end
 end
+
+defmodule Plugboard.LapackConfinementTest do
+  # A boot confined to its bundle (use_environment: false) does not read PLUGBOARD_LAPACK either: LAPACK
+  # is the system's liblapack.so.3, and the boot report names the file and that the variable was not
+  # read (issue 34). The variable is read by the native library (getenv), which does not see
+  # System.put_env: each case runs in a VM of its own started with it.
+  use ExUnit.Case, async: true
+  import Plugboard.TestSupport
+
+  @script ~S"""
+  [bundle, use_environment] = System.argv()
+  {:ok, _} = Application.ensure_all_started(:plugboard)
+  {:ok, client, report} = Plugboard.boot(bundle: bundle, target: "cpu", use_environment: use_environment == "true")
+  IO.puts("declare_lapack: #{inspect(Plugboard.declare_lapack(client))}")
+  for line <- report.notes, String.starts_with?(line, "LAPACK: "), do: IO.puts("note: " <> line)
+  for line <- String.split(File.read!("/proc/self/maps"), "\n"), path = List.last(String.split(line)), path, do: IO.puts("mapped: " <> path)
+  """
+
+  setup_all do
+    dir = Path.join(System.tmp_dir!(), "plugboard-lapack-confined-#{System.unique_integer([:positive])}")
+    bundle = make_bundle(dir, cpu: first_plugin())
+    on_exit(fn -> File.rm_rf!(dir) end)
+    # A library that loads but is no LAPACK: opened, it is in the memory map and declare_lapack refuses it.
+    %{bundle: bundle, bogus: fault_plugin("fault_well_formed")}
+  end
+
+  defp boot_in_vm(bundle, bogus, use_environment) do
+    ebins = Path.wildcard(Path.join(Mix.Project.build_path(), "lib/*/ebin"))
+    args = Enum.flat_map(ebins, &["-pa", &1]) ++ ["-e", @script, "--", bundle, to_string(use_environment)]
+    {out, 0} = System.cmd(System.find_executable("elixir"), args, stderr_to_stdout: true, env: [{"PLUGBOARD_LAPACK", bogus}])
+    lines = String.split(out, "\n")
+    pick = fn prefix -> for l <- lines, String.starts_with?(l, prefix), do: String.replace_prefix(l, prefix, "") end
+    %{declare: hd(pick.("declare_lapack: ")), notes: pick.("note: "), mapped: pick.("mapped: ")}
+  end
+
+  test "with use_environment: false, PLUGBOARD_LAPACK is not loaded and the report says which LAPACK is", %{bundle: bundle, bogus: bogus} do
+    vm = boot_in_vm(bundle, bogus, false)
+    assert vm.declare == ":ok"
+    refute bogus in vm.mapped
+    assert [line] = vm.notes
+    assert line =~ "liblapack.so.3 on the loader's path; PLUGBOARD_LAPACK=#{bogus} not read: use_environment is false"
+    [_, file] = Regex.run(~r/^LAPACK: (\S+) \(/, line)
+    assert file in vm.mapped
+  end
+
+  test "with use_environment: true, PLUGBOARD_LAPACK is the LAPACK, and the report says so", %{bundle: bundle, bogus: bogus} do
+    vm = boot_in_vm(bundle, bogus, true)
+    assert vm.declare =~ "not_found" and vm.declare =~ "has no ssyevd_"
+    assert bogus in vm.mapped
+    assert [line] = vm.notes
+    assert line =~ "LAPACK: none (from PLUGBOARD_LAPACK)"
+  end
+end
