@@ -142,7 +142,10 @@ defmodule Plugboard do
 
   @doc """
   Loads one plugin file and starts a client, without selection. `create_options` are the plugin's
-  client options (`[{"cpu_device_count", 2}]`). Runs on a dirty I/O scheduler.
+  client options (`[{"cpu_device_count", 2}]`). The options plugboard knows are checked for type and
+  range before the plugin sees them (`cpu_device_count`: an integer in 1..4096): `:invalid_argument`
+  naming the option, the value, what is allowed and the plugin; others go to the plugin as given, and
+  its refusal names the options. Runs on a dirty I/O scheduler.
 
   As one node of a multi-host job (`opts`): `kv_store:` a `Plugboard.KeyValueStore` (open on this
   node) that the plugin's `kv_get` / `kv_put` / `kv_try_get` reach, `node_id:` and `num_nodes:`
