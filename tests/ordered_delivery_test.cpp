@@ -28,6 +28,24 @@ TEST(OrderedDelivery, TasksRunInPostOrderAndAllBeforeWaitForReturns) {
   for (int i = 0; i < 10000; ++i) ASSERT_EQ(seen[static_cast<size_t>(i)], i);
 }
 
+// What a process about to exit waits for (api::await_deliveries): a task queued or running on the
+// delivery pool, a release of the last reference to a plugin object among them, is awaited.
+TEST(OrderedDelivery, AwaitIdleWaitsForQueuedAndRunningDeliveryTasks) {
+  std::promise<void> go;
+  std::shared_future<void> gate = go.get_future().share();
+  std::atomic<bool> released{false};
+  for (int i = 0; i < 3; ++i) delivery_pool().post([gate] { gate.wait(); });
+  delivery_pool().post([&released, gate] {
+    gate.wait();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a slow teardown
+    released = true;
+  });
+  EXPECT_FALSE(delivery_pool().await_idle(std::chrono::milliseconds(20)));
+  go.set_value();
+  EXPECT_TRUE(delivery_pool().await_idle(std::chrono::seconds(10)));
+  EXPECT_TRUE(released.load());
+}
+
 TEST(OrderedDelivery, TheDeliveryThreadRunsTasksNobodyWaitsFor) {
   OrderedDelivery d;
   std::atomic<int> ran{0};

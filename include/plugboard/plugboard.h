@@ -31,6 +31,7 @@
 // the very thread it runs on); use on_complete.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -142,6 +143,13 @@ PLUGBOARD_API Expected<Boot> boot(const SelectionSettings& settings = {}) noexce
 // should not wait on anything a user controls. False when it could not be queued (no memory, no
 // thread at all); `task` did not run then.
 PLUGBOARD_API bool post_compile_work(std::function<void()> task) noexcept;
+
+// Waits up to `limit` for what the library's delivery threads have to do (completions, ordered host
+// callbacks, and the last references to programs and buffers let go of there, whose release may
+// destroy a client) to finish, so that a process about to exit lets the plugin's objects go before
+// exit() tears the plugin's statics down. False if some is still running then. Not from a delivery
+// thread (an on_complete or to_host_async function, an ordered callback).
+PLUGBOARD_API bool await_deliveries(std::chrono::milliseconds limit) noexcept;
 
 // ---------------------------------------------------------------------------------------------
 // Programs and compilation.

@@ -20,9 +20,11 @@ struct ThreadPool::State {
   size_t max_threads = 1;
   mutable std::mutex mutex;
   std::condition_variable work;
+  mutable std::condition_variable settled;  // no task queued or running any more (await_idle)
   std::deque<std::function<void()>> queue;
   std::vector<std::thread> threads;
   size_t idle = 0;  // workers waiting for work
+  size_t running = 0;  // tasks being run
   bool stopping = false;
 
   void run() {
@@ -32,10 +34,12 @@ struct ThreadPool::State {
       if (!queue.empty()) {
         auto task = std::move(queue.front());
         queue.pop_front();
+        ++running;
         lock.unlock();
         task();
         task = nullptr;  // its captures are released outside the lock
         lock.lock();
+        if (--running == 0 && queue.empty()) settled.notify_all();
         continue;
       }
       if (stopping) return;
@@ -95,5 +99,10 @@ size_t ThreadPool::started_threads() const {
 }
 
 bool ThreadPool::on_worker() const { return t_worker_of == state_.get(); }
+
+bool ThreadPool::await_idle(std::chrono::milliseconds limit) const {
+  std::unique_lock lock(state_->mutex);
+  return state_->settled.wait_for(lock, limit, [&] { return state_->queue.empty() && state_->running == 0; });
+}
 
 }  // namespace plugboard

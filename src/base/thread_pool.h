@@ -4,6 +4,7 @@
 // builds one-at-a-time, in-order queues on top. Thread-safe.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -29,6 +30,9 @@ class ThreadPool {
   size_t started_threads() const;
   // True on one of this pool's workers.
   bool on_worker() const;
+  // Waits up to `limit` until no task is queued or running (what a process about to exit lets
+  // finish); false if some still is then. Not from a worker (it would wait for itself).
+  bool await_idle(std::chrono::milliseconds limit) const;
 
  private:
   struct State;

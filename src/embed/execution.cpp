@@ -19,6 +19,14 @@ void release_on_delivery_thread(std::shared_ptr<plugboard::Executable> keep) {
 
 }  // namespace
 
+bool await_deliveries(std::chrono::milliseconds limit) noexcept {
+  try {
+    return !delivery_pool().on_worker() && delivery_pool().await_idle(limit);
+  } catch (...) {
+    return false;
+  }
+}
+
 Execution::Impl::~Impl() {
   // A plain execution dropped unfinished: the program stays alive until the plugin is done with it.
   // (A callback execution's state does that for itself.)

@@ -106,9 +106,23 @@ void teardown_finished() noexcept {
 }  // namespace
 
 bool await_teardowns(std::chrono::milliseconds limit) {
+  // Ours, then the library's delivery threads' (the last reference to a program, or a completion,
+  // let go of there may destroy a client, or hand a resource's teardown to us), until both are done.
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  auto left = [&] {
+    return std::max(std::chrono::milliseconds(0),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
+  };
   Teardowns& t = teardowns();
-  std::unique_lock lock(t.mutex);
-  return t.done.wait_for(lock, limit, [&] { return t.in_flight == 0; });
+  for (;;) {
+    {
+      std::unique_lock lock(t.mutex);
+      if (!t.done.wait_for(lock, left(), [&] { return t.in_flight == 0; })) return false;
+    }
+    if (!api::await_deliveries(left())) return false;
+    std::lock_guard lock(t.mutex);
+    if (t.in_flight == 0) return true;
+  }
 }
 
 // Runs `drop` on a launch-pool thread, or here when no thread can take it (no memory); counted among
@@ -226,12 +240,12 @@ void ClientResource::tell_watchers(ErlNifEnv* caller_env) noexcept {
 }
 
 ExecutableResource::~ExecutableResource() {
-  // PJRT_LoadedExecutable_Destroy unloads the program (a GPU module): not on a scheduler.
-  if (on_normal_scheduler())
-    drop_off_scheduler([last = std::move(executable), client = std::move(client)]() mutable {
-      last = api::Executable(nullptr);
-      client.reset();
-    });
+  // PJRT_LoadedExecutable_Destroy unloads the program (a GPU module): not on a scheduler; and from
+  // any thread (a delivery thread letting go of an execution's completion), a counted teardown.
+  drop_off_scheduler([last = std::move(executable), client = std::move(client)]() mutable {
+    last = api::Executable(nullptr);
+    client.reset();
+  });
 }
 
 // Run by the garbage collector, wherever it runs: every buffer, however small, goes to the batches

@@ -33,8 +33,9 @@ std::shared_ptr<const api::Client> guard_client(std::shared_ptr<const api::Clien
 // garbage collector lets go of (~BufferResource: all of them go there, a collection may drop
 // thousands at once).
 void dispose(std::shared_ptr<api::Buffer> buffer) noexcept;
-// Waits up to `limit` for the teardowns handed to the launch pool (clients, executables, large
-// buffers) to finish; false if some are still running then.
+// Waits up to `limit` for the teardowns handed to the launch pool (clients, executables, buffers)
+// and for the library's delivery threads (api::await_deliveries: the releases done there) to finish;
+// false if some are still running then.
 bool await_teardowns(std::chrono::milliseconds limit);
 
 // A client; close/1 lets go of it early (executables and buffers keep their own reference, not this
