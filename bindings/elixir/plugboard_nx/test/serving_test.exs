@@ -235,7 +235,7 @@ defmodule Plugboard.ServingTest do
     for _ <- 1..5 do
       {us, {:ok, out, %{node: node}}} = :timer.tc(fn -> Serving.run(name, input, info: true) end)
       assert Nx.to_flat_list(out) == [3.0] and node == node()
-      assert us < 300_000, "run/3 took #{div(us, 1000)} ms with a silent member"
+      assert us < 500_000, "run/3 took #{div(us, 1000)} ms with a silent member"
     end
 
     assert [%{pid: good}] = Router.members(name)

@@ -327,10 +327,10 @@ defmodule Plugboard.Serving do
 
   @doc false
   # The remote half, spawned on the member's node: runs the request on the local Nx.Serving and exits
-  # with {ref, result}, counted in the node's published load until it ends (the member watches it:
-  # killed while waiting, it is counted down all the same).
+  # with {ref, result}, counted in the node's published load until it has its answer (the member
+  # watches it: killed while waiting, it is counted down all the same).
   def __remote_run__(ref, name, input) do
-    where = Member.track(name) || exit(:noproc)
+    {where, token} = Member.track(name) || exit(:noproc)
 
     result =
       try do
@@ -340,6 +340,7 @@ defmodule Plugboard.Serving do
         kind, reason -> {:error, Exception.format_banner(kind, reason, __STACKTRACE__)}
       end
 
+    Member.untrack(token)
     exit({ref, result})
   end
 

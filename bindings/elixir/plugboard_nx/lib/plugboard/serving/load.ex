@@ -67,8 +67,9 @@ defmodule Plugboard.Serving.Load do
     |> Stream.with_index()
     |> Enum.map(fn {input, i} ->
       due = start + div(i * 1_000_000, rate)
-      wait_ms = div(due - System.monotonic_time(:microsecond), 1000)
-      if wait_ms > 0, do: Process.sleep(wait_ms)
+      # Rounded up: never sent before it is due.
+      wait_us = due - System.monotonic_time(:microsecond)
+      if wait_us > 0, do: Process.sleep(div(wait_us + 999, 1000))
       Task.async(fn -> timed(call, input) end)
     end)
     |> Enum.map(fn task ->

@@ -6,8 +6,8 @@ defmodule Plugboard.Serving.Member do
   the node's load — requests taken and not yet answered — to every node's router
   (`Plugboard.Serving.Router`) when it changes, at most once every `publish_ms` (default 5 ms): one
   small message per router per change, and once a second when nothing changes. Each request in
-  progress is counted by the process that runs it (`track/1`) and counted down by the member when that
-  process ends, however it ends (one killed while it waits included).
+  progress is counted by the process that runs it (`track/1`) and counted down when it is answered
+  (`untrack/1`), or by the member when that process ends without it (one killed while it waits).
   """
   use GenServer
 
@@ -19,20 +19,30 @@ defmodule Plugboard.Serving.Member do
   def start_link(opts), do: GenServer.start_link(__MODULE__, opts)
 
   @doc false
-  # Counts the calling process as a request in progress on this node for `name` until it ends, however
-  # it ends (killed included: the member watches it, no `after` of the caller's is needed). Returns
-  # %{node, target} (what the caller is told of where its request ran), or nil when this node does
-  # not serve `name`.
+  # Counts the calling process as a request in progress on this node for `name` until untrack/1, or
+  # until it ends, however it ends (killed included: the member watches it). Returns {where, token}:
+  # %{node, target} (what the caller is told of where its request ran) and what untrack/1 takes; nil
+  # when this node does not serve `name`.
   def track(name) do
     case :persistent_term.get({__MODULE__, name}, nil) do
       {counter, member, where} ->
         :atomics.add(counter, 1, 1)
         send(member, {:track, self()})
-        where
+        {where, {counter, member}}
 
       nil ->
         nil
     end
+  end
+
+  @doc false
+  # The request answered: counted down now (the load is right when the caller hears back). The
+  # member forgets the process first: its :untrack arrives before its :DOWN (signals from one process
+  # to another keep their order), so the request is counted down once.
+  def untrack({counter, member}) do
+    send(member, {:untrack, self()})
+    :atomics.sub(counter, 1, 1)
+    :ok
   end
 
   @impl true
@@ -45,7 +55,7 @@ defmodule Plugboard.Serving.Member do
     Process.flag(:trap_exit, true)
     send(self(), :publish)
     interval = Keyword.get(opts, :publish_ms, 5)
-    {:ok, %{name: name, info: info, counter: counter, published: nil, interval: interval, ticks: 0}}
+    {:ok, %{name: name, info: info, counter: counter, published: nil, interval: interval, ticks: 0, requests: %{}}}
   end
 
   @impl true
@@ -71,15 +81,20 @@ defmodule Plugboard.Serving.Member do
     {:noreply, %{state | ticks: ticks}}
   end
 
-  # A request counted by track/1: counted down when its process ends.
+  # A request counted by track/1: counted down when its process ends without untrack/1.
   def handle_info({:track, pid}, state) do
-    Process.monitor(pid)
-    {:noreply, state}
+    {:noreply, put_in(state.requests[pid], Process.monitor(pid))}
   end
 
-  def handle_info({:DOWN, _, :process, _pid, _}, state) do
+  def handle_info({:untrack, pid}, state) do
+    {ref, requests} = Map.pop(state.requests, pid)
+    if ref, do: Process.demonitor(ref, [:flush])
+    {:noreply, %{state | requests: requests}}
+  end
+
+  def handle_info({:DOWN, _, :process, pid, _}, state) when is_map_key(state.requests, pid) do
     :atomics.sub(state.counter, 1, 1)
-    {:noreply, state}
+    {:noreply, %{state | requests: Map.delete(state.requests, pid)}}
   end
 
   def handle_info(_other, state), do: {:noreply, state}
