@@ -4,21 +4,22 @@ defmodule Plugboard.SchedulerTest do
   #   mix test --only scheduler        (or: mix test test/scheduler_test.exs)
   #
   # Each workload runs in processes of its own (workers) that do nothing but the plugboard calls
-  # under test, while `:erlang.system_monitor(self(), [{:long_schedule, 5}])` reports every time a
-  # process kept a normal scheduler 5 ms or more (dirty schedulers are not watched: that is what they
-  # are for). The VM names where such a process was scheduled in and out, not which call held it: a
-  # NIF that runs long on the calling scheduler shows as a long schedule of the process that called
-  # it, `out` usually in the Elixir code that ran after the NIF returned. So an event counts against
-  # plugboard when its `in` or `out` is a Plugboard.Native function or when it belongs to a worker;
-  # events of other processes (this test process preparing data, the VM's own) are printed, marked
-  # "other", and not counted.
+  # under test. Plugboard.TestSupport.SchedulerWatch times every Plugboard.Native call a worker makes
+  # (what ran on the calling normal scheduler, from the call to its return, less any part on a dirty
+  # scheduler) and counts a call whose stretch there reached 5 ms, as well as a long_schedule notice
+  # (`:erlang.system_monitor/2`) whose `in` or `out` is a Plugboard.Native function. A worker that
+  # merely ran long in its own Elixir code is not counted: on a loaded machine the OS deschedules a
+  # scheduler thread for 3-13 ms whatever it runs, and that used to fail these tests (a fresh
+  # clone's test command failed once on a loaded machine and passed on a quiet rerun). The last
+  # describe block shows both sides: under heavy artificial load, a worker of Elixir code and small
+  # plugboard calls is charged nothing, and a call that does hold its scheduler is still caught.
   #
-  # A worker can also be charged for a long schedule that the OS caused (the scheduler thread
-  # descheduled while the plugin's threads compete for the cores, as when an execution wakes them):
-  # a workload whose run has counted events is run again, up to three runs, and fails only when
-  # every run had counted events (a NIF that holds the scheduler holds it every time).
+  # A NIF call can still be descheduled by the OS for 5 ms in its few microseconds: a workload
+  # whose run has counted events is run again, up to three runs, and fails only when every run had
+  # counted events (a NIF that holds the scheduler holds it every time).
   use ExUnit.Case, async: false
   import Plugboard.TestSupport
+  alias Plugboard.TestSupport.SchedulerWatch
 
   @moduletag :scheduler
   @moduletag timeout: 300_000
@@ -76,9 +77,10 @@ defmodule Plugboard.SchedulerTest do
   # ------------------------------------------------------------------------------------------------
   # Watching
 
-  # Runs `funs` at once, one worker process each, and returns their results in order. A worker does
-  # nothing but its function (and a garbage collection after it, so that what the function let go
-  # of is destroyed by the worker itself), then waits to be stopped.
+  # Runs `funs` at once, one worker process each, and returns their results in order. A worker waits
+  # until the watch traces it, then does nothing but its function (and a garbage collection after
+  # it, so that what the function let go of is destroyed by the worker itself), then waits to be
+  # stopped.
   defp in_workers(funs, timeout \\ 60_000) do
     me = self()
 
@@ -86,6 +88,10 @@ defmodule Plugboard.SchedulerTest do
       for fun <- funs do
         pid =
           spawn(fn ->
+            receive do
+              :go -> :ok
+            end
+
             result =
               try do
                 {:ok, fun.()}
@@ -101,7 +107,9 @@ defmodule Plugboard.SchedulerTest do
             end
           end)
 
-        Process.put(:workers, MapSet.put(Process.get(:workers, MapSet.new()), pid))
+        if watch = Process.get(:watch), do: SchedulerWatch.trace(watch, pid)
+        Process.put(:workers, [pid | Process.get(:workers, [])])
+        send(pid, :go)
         pid
       end
 
@@ -118,109 +126,93 @@ defmodule Plugboard.SchedulerTest do
   defp in_worker(fun, timeout \\ 60_000), do: hd(in_workers([fun], timeout))
 
   # One run of `workload` (a function of no arguments that calls in_worker/in_workers) under the
-  # system monitor: {its result, [event]}.
-  defp watched_run(workload) do
-    flush_monitor()
-    Process.put(:workers, MapSet.new())
-    previous = :erlang.system_monitor(self(), [{:long_schedule, @limit_ms}])
+  # watch, timing the calls of `timed`: {its result, [event]}.
+  defp watched_run(workload, timed) do
+    Process.put(:workers, [])
+    watch = SchedulerWatch.start(@limit_ms, timed)
+    Process.put(:watch, watch)
 
     result =
       try do
         workload.()
       after
-        # Long-schedule notices are sent when the process is scheduled out: give the last ones time
-        # to arrive before the monitor is switched off.
-        Process.sleep(100)
-        restore_monitor(previous)
+        Process.delete(:watch)
+        Process.put(:events, SchedulerWatch.stop(watch, Process.get(:workers)))
       end
 
-    workers = Process.get(:workers, MapSet.new())
-    for pid <- workers, do: send(pid, :stop)
-    {result, Enum.map(collect_monitor([]), &classify(&1, workers))}
-  end
-
-  defp restore_monitor(:undefined), do: :erlang.system_monitor(:undefined)
-  defp restore_monitor({pid, options}), do: :erlang.system_monitor(pid, options)
-
-  defp flush_monitor do
-    receive do
-      {:monitor, _, :long_schedule, _} -> flush_monitor()
-    after
-      0 -> :ok
-    end
-  end
-
-  defp collect_monitor(acc) do
-    receive do
-      {:monitor, who, :long_schedule, info} -> collect_monitor([{who, Map.new(info)} | acc])
-    after
-      0 -> Enum.reverse(acc)
-    end
-  end
-
-  defp classify({who, info}, workers) do
-    native = native_mfa?(info[:in]) or native_mfa?(info[:out])
-
-    kind =
-      cond do
-        native -> :nif
-        is_pid(who) and MapSet.member?(workers, who) -> :worker
-        true -> :other
-      end
-
-    %{who: who, ms: info[:timeout], in: info[:in], out: info[:out], kind: kind}
-  end
-
-  defp native_mfa?({Plugboard.Native, _, _}), do: true
-  defp native_mfa?(_), do: false
-
-  defp counted(events), do: Enum.filter(events, &(&1.kind in [:nif, :worker]))
-
-  defp describe_events([]), do: "none"
-
-  defp describe_events(events) do
-    Enum.map_join(events, "\n", fn e ->
-      "    #{e.kind} #{inspect(e.who)} #{e.ms} ms in=#{inspect(e.in)} out=#{inspect(e.out)}"
-    end)
+    for pid <- Process.get(:workers), do: send(pid, :stop)
+    {result, Process.delete(:events)}
   end
 
   defp summary(events) do
-    c = counted(events)
+    c = SchedulerWatch.counted(events)
     max = c |> Enum.map(& &1.ms) |> Enum.max(fn -> 0 end)
-    others = Enum.count(events, &(&1.kind == :other))
-    "#{length(c)} counted (max #{max} ms; #{Enum.count(c, &(&1.kind == :nif))} in Plugboard.Native), #{others} other"
+    n = fn kind -> Enum.count(events, &(&1.kind == kind)) end
+    "#{length(c)} counted (max #{max} ms; #{n.(:held)} timed calls); not counted: #{n.(:stretched)} stretched calls, " <>
+      "#{n.(:worker)} long schedules of workers outside plugboard's calls, #{n.(:other)} of other processes"
   end
 
-  # Runs `workload` under the monitor and asserts that plugboard held no normal scheduler for
-  # @limit_ms or more: a run with counted events is followed by another, up to @runs, and the
-  # workload fails when every run had some. Returns the first run's result.
+  # Runs `workload` under the watch: a run with counted events is followed by another, up to @runs.
+  # Returns {the first run's result, [each run's events]}.
   @runs 3
-  defp assert_holds_no_scheduler(label, workload) do
-    {result, events} = watched_run(workload)
-    IO.puts("\n[scheduler] #{label}: long_schedule >= #{@limit_ms} ms: #{summary(events)}")
-    if events != [], do: IO.puts(describe_events(events))
-    runs = confirm(label, workload, [events])
+  defp watched_runs(label, workload, timed) do
+    {result, events} = watched_run(workload, timed)
+    IO.puts("\n[scheduler] #{label}: held a normal scheduler >= #{@limit_ms} ms: #{summary(events)}")
+    if SchedulerWatch.counted(events) != [], do: IO.puts(SchedulerWatch.describe(SchedulerWatch.counted(events)))
+    {result, confirm(label, workload, timed, [events])}
+  end
 
-    if Enum.all?(runs, &(counted(&1) != [])) do
+  # Asserts that plugboard held no normal scheduler for @limit_ms or more: fails when every run had
+  # counted events. Returns the first run's result.
+  defp assert_holds_no_scheduler(label, workload, timed \\ [{Plugboard.Native, :_, :_}]) do
+    {result, runs} = watched_runs(label, workload, timed)
+
+    if held_every_time?(runs) do
       flunk(
         "#{label}: plugboard held a normal scheduler for #{@limit_ms} ms or more, in each of #{length(runs)} runs:\n" <>
-          (runs |> Enum.with_index(1) |> Enum.map_join("\n", fn {e, i} -> "  run #{i}:\n" <> describe_events(counted(e)) end))
+          (runs |> Enum.with_index(1) |> Enum.map_join("\n", fn {e, i} -> "  run #{i}:\n" <> SchedulerWatch.describe(SchedulerWatch.counted(e)) end))
       )
     end
 
     result
   end
 
-  defp confirm(label, workload, [last | _] = runs) do
-    if counted(last) == [] or length(runs) == @runs do
+  defp held_every_time?(runs), do: Enum.all?(runs, &(SchedulerWatch.counted(&1) != []))
+
+  defp confirm(label, workload, timed, [last | _] = runs) do
+    if SchedulerWatch.counted(last) == [] or length(runs) == @runs do
       Enum.reverse(runs)
     else
-      {_, events} = watched_run(workload)
+      {_, events} = watched_run(workload, timed)
       IO.puts("[scheduler] #{label}, run #{length(runs) + 1}: #{summary(events)}")
-      if events != [], do: IO.puts(describe_events(events))
-      confirm(label, workload, [events | runs])
+      if SchedulerWatch.counted(events) != [], do: IO.puts(SchedulerWatch.describe(SchedulerWatch.counted(events)))
+      confirm(label, workload, timed, [events | runs])
     end
   end
+
+  # Heavy artificial load while `fun` runs: two busy processes per scheduler in this VM and two busy
+  # OS processes per core (`timeout` ends them if this VM does not), stopped by their ids after.
+  defp under_load(fun) do
+    spinners = for _ <- 1..(System.schedulers_online() * 2), do: spawn(fn -> spin(0) end)
+    cores = :erlang.system_info(:logical_processors_available)
+    cores = if is_integer(cores), do: cores, else: System.schedulers_online()
+
+    ports =
+      for _ <- 1..(cores * 2),
+          do: Port.open({:spawn_executable, System.find_executable("timeout")}, [:binary, args: ["120", "sh", "-c", "while :; do :; done"]])
+
+    try do
+      fun.()
+    after
+      for pid <- spinners, do: Process.exit(pid, :kill)
+
+      for port <- ports do
+        with {:os_pid, os_pid} <- Port.info(port, :os_pid), do: System.cmd("kill", [Integer.to_string(os_pid)])
+      end
+    end
+  end
+
+  defp spin(n), do: spin(n + 1)
 
   # ------------------------------------------------------------------------------------------------
   # Tests
@@ -369,6 +361,65 @@ defmodule Plugboard.SchedulerTest do
         assert eventually(fn -> Plugboard.native_objects().client <= before.client end),
                "clients left: #{inspect(Plugboard.native_objects())} (before: #{inspect(before)})"
       end
+    end
+  end
+
+  describe "the watch itself" do
+    setup do
+      {:ok, client} = Plugboard.open(first_plugin())
+      add = Plugboard.compile!(client, add_program(), name: "add")
+      x = Plugboard.buffer!(client, f32s([1, 2, 3, 4]), :f32, {4})
+      %{c: client, add: add, x: x}
+    end
+
+    # A worker of Elixir code (sorting, building binaries) with small plugboard calls in between (an
+    # inline run, a small buffer): about a second of work that a loaded machine stretches and
+    # interrupts. (Not to_binary/1: a small buffer_to_binary waits in the CPU plugin for up to ~5 ms
+    # even on a quiet machine, p90 2 ms under this load: that is a hold of its own, see the notes.)
+    defp elixir_and_small_calls(c, add, x) do
+      for i <- 1..40 do
+        sorted = Enum.sort(for _ <- 1..20_000, do: :rand.uniform())
+        bin = :erlang.term_to_binary(sorted)
+        [y] = Plugboard.run!(add, [x, x])
+        z = Plugboard.buffer!(c, binary_part(bin, 0, 16), :f32, {4})
+        {i, y.shape, z.shape}
+      end
+    end
+
+
+    test "under heavy load, a worker of Elixir code and small plugboard calls is charged nothing", %{c: c, add: add, x: x} do
+      {results, runs} =
+        under_load(fn ->
+          watched_runs("under load: Elixir code and small calls", fn -> in_worker(fn -> elixir_and_small_calls(c, add, x) end) end,
+                       [{Plugboard.Native, :_, :_}])
+        end)
+
+      assert length(results) == 40
+      # What the load did to the worker's own schedules (a long_schedule notice anywhere in its
+      # code: what these tests counted before, and failed on when every run had one), for the record.
+      IO.puts("[scheduler] under load: long schedules of the worker outside plugboard's calls, per run: " <>
+                inspect(for events <- runs, do: Enum.count(events, &(&1.kind == :worker))))
+      refute held_every_time?(runs), "charged for the load: " <> SchedulerWatch.describe(SchedulerWatch.counted(List.last(runs)))
+    end
+
+    test "under the same load, a call that holds its scheduler is still caught", %{c: c, add: add, x: x} do
+      # No plugboard NIF holds a scheduler (the rest of this file), so the watch times a call that
+      # does: erlang:make_tuple/2 of 8 million elements fills them in one go on the caller's
+      # scheduler (tens of ms), between the same Elixir code and plugboard calls.
+      timed = [{Plugboard.Native, :_, :_}, {:erlang, :make_tuple, 2}]
+
+      {_, runs} =
+        under_load(fn ->
+          watched_runs("under load: a call that holds its scheduler", fn ->
+            in_worker(fn ->
+              _ = elixir_and_small_calls(c, add, x)
+              tuple_size(:erlang.make_tuple(8_000_000, 0))
+            end)
+          end, timed)
+        end)
+
+      assert length(runs) == @runs and held_every_time?(runs)
+      for events <- runs, do: assert(Enum.any?(SchedulerWatch.counted(events), &match?(%{kind: :held, in: {:erlang, :make_tuple, 2}}, &1)))
     end
   end
 end

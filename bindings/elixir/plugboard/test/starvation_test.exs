@@ -15,6 +15,7 @@ defmodule Plugboard.StarvationTest do
   use ExUnit.Case, async: false
   import Plugboard.TestSupport
   alias Plugboard.{Call, Error}
+  alias Plugboard.TestSupport.SchedulerWatch
 
   @moduletag :starvation
   @moduletag timeout: 300_000
@@ -255,33 +256,33 @@ defmodule Plugboard.StarvationTest do
     {runs, _park_ms, _calls} = park(exe, x, handler, 40)
     me = self()
 
-    try do
-      :erlang.system_monitor(me, [{:long_schedule, 5}])
-      t0 = System.monotonic_time(:millisecond)
-      spawn(fn -> send(me, {:plain, Plugboard.run(add, [x, x], timeout: 1_000), System.monotonic_time(:millisecond) - t0}) end)
+    # The plain run's NIF calls timed on the scheduler they run on (SchedulerWatch), as scheduler_test does.
+    watch = SchedulerWatch.start(5)
 
+    try do
+      t0 = System.monotonic_time(:millisecond)
+
+      plain =
+        spawn(fn ->
+          receive do
+            :go -> send(me, {:plain, Plugboard.run(add, [x, x], timeout: 1_000), System.monotonic_time(:millisecond) - t0})
+          end
+        end)
+
+      SchedulerWatch.trace(watch, plain)
+      send(plain, :go)
       assert_receive {:plain, {:error, %Error{code: :deadline_exceeded}}, ms}, 5_000
       assert ms < 3_000
-      :erlang.system_monitor(:undefined)
-      held = for {:monitor, _, :long_schedule, info} <- flush_monitor([]), native?(info), do: info
-      assert held == []
+      held = SchedulerWatch.counted(SchedulerWatch.stop(watch, [plain]))
+      assert held == [], SchedulerWatch.describe(held)
     after
       :erlang.system_monitor(:undefined)
+      :erlang.trace_pattern({Plugboard.Native, :_, :_}, false, [:local])
       release(handler, runs)
       Process.sleep(100)
       flush_plugboard_messages()
     end
   end
-
-  defp flush_monitor(acc) do
-    receive do
-      {:monitor, _, :long_schedule, _} = m -> flush_monitor([m | acc])
-    after
-      0 -> acc
-    end
-  end
-
-  defp native?(info), do: Enum.any?([info[:in], info[:out]], &match?({Plugboard.Native, _, _}, &1))
 
   # ------------------------------------------------------------------------------------------------
   # A run that gives up leaves nothing behind
