@@ -25,8 +25,16 @@ defmodule Plugboard.Nx do
 
   `Nx.Defn.shard_jit/3` splits one program over the devices of an `Nx.Mesh` (`input_shardings:`,
   `partitioner:`, `devices:`): see `Plugboard.Nx.Shard`.
+
+  `Nx.runtime_call/4`'s function runs in the calling process while the program waits for its answer.
+  It gets host tensors (`Nx.BinaryBackend`, as EXLA's) and runs with `Nx.BinaryBackend` as its
+  default backend (restored afterwards), so eager Nx work in it stays on the host. Device work it
+  starts on the program's own client fails at once with a `Plugboard.Error` (`:failed_precondition`):
+  the device would run that work only after the execution waiting for the function, so it would wait
+  for itself. Hooks and `runtime_cast/3` are not waited for and may do device work.
   """
   @behaviour Nx.Defn.Compiler
+  @inside_runtime_call {__MODULE__, :inside_runtime_call}
   import Nx.Defn, only: [deftransform: 2]
   alias Nx.Defn.Composite
   alias Plugboard.Nx.{Backend, BufferPressure, Cache, Emitter}
@@ -86,7 +94,7 @@ defmodule Plugboard.Nx do
           []
 
         _ ->
-          {ordered, blocking} = host_callbacks(hooks, Keyword.get(opts, :hooks, %{}))
+          {ordered, blocking} = host_callbacks(hooks, Keyword.get(opts, :hooks, %{}), client)
           [ordered: ordered, callbacks: blocking, device: device || 0]
       end
 
@@ -97,6 +105,7 @@ defmodule Plugboard.Nx do
         # Only the arguments the program reads are computed (lazy containers) and sent.
         args = if length(args) == length(used), do: args, else: for({a, i} <- Enum.with_index(args), i in used, do: a)
         buffers = Enum.map(args, &Backend.to_buffer(client, &1.(), device || 0)) ++ on_device(client, constants, device || 0)
+        refuse_inside_runtime_call(client)
         outputs = Plugboard.run!(exe, buffers, run_opts)
         BufferPressure.received(output_bytes)
 
@@ -192,7 +201,7 @@ defmodule Plugboard.Nx do
   # in program order (the tensors it carries put back into the hook's container and given to the
   # callback bound by `hooks:` or the expression's); each runtime call a blocking call, run in the
   # calling process too, whose answer the program goes on with.
-  defp host_callbacks(hooks, bound) do
+  defp host_callbacks(hooks, bound, client) do
     Enum.reduce(hooks, {%{}, %{}}, fn
       {:hook, target, name, default, template}, {ordered, blocking} ->
         callback = Map.get(bound, name) || default
@@ -205,12 +214,24 @@ defmodule Plugboard.Nx do
         {Map.put(ordered, target, fun), blocking}
 
       {:runtime_call, target, fun, opts, in_template, out_template}, {ordered, blocking} ->
-        {ordered, Map.put(blocking, target, &runtime_call(&1, fun, opts, in_template, out_template))}
+        {ordered, Map.put(blocking, target, &runtime_call(&1, fun, opts, in_template, out_template, {target, client}))}
     end)
   end
 
-  defp runtime_call(operands, fun, opts, in_template, out_template) do
-    result = fun.(from_host(in_template, operands), opts)
+  # A runtime call's function runs while its execution waits on the device for the answer. Its
+  # tensors are Nx.BinaryBackend tensors and Nx.BinaryBackend is its default backend, so eager work
+  # there stays on the host (as EXLA's host tensors do). Device work on the same client is refused at
+  # once (refuse_inside_runtime_call/1): XLA's CPU client runs a device's asynchronous executions in
+  # order, so a new one would queue behind the execution that waits for this very function.
+  defp runtime_call(operands, fun, opts, in_template, out_template, {target, client}) do
+    previous = Process.put(@inside_runtime_call, {Plugboard.client_id(client), target})
+
+    result =
+      try do
+        Nx.with_default_backend(Nx.BinaryBackend, fn -> fun.(from_host(in_template, operands), opts) end)
+      after
+        if previous, do: Process.put(@inside_runtime_call, previous), else: Process.delete(@inside_runtime_call)
+      end
 
     unless Nx.compatible?(out_template, result) do
       raise ArgumentError,
@@ -218,6 +239,21 @@ defmodule Plugboard.Nx do
     end
 
     [result] |> Composite.flatten_list() |> Enum.map(&(&1 |> Nx.devectorize(keep_names: false) |> Nx.to_binary()))
+  end
+
+  defp refuse_inside_runtime_call(client) do
+    with {id, target} <- Process.get(@inside_runtime_call),
+         true <- id == Plugboard.client_id(client) do
+      raise Plugboard.Error,
+        code: :failed_precondition,
+        message:
+          "Plugboard.Nx: device work on client #{client.target} inside the function of a runtime_call (#{target}) of a " <>
+            "program running on that client: the program waits on the device for the function's answer and the device " <>
+            "would run this work only after it, so it would wait for itself. The function gets Nx.BinaryBackend tensors " <>
+            "(its default backend too): compute on the host there, or on another client"
+    else
+      _ -> :ok
+    end
   end
 
   defp from_host(template, operands) do

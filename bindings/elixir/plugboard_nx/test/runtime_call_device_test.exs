@@ -1,0 +1,79 @@
+defmodule Plugboard.Nx.RuntimeCallDeviceTest do
+  # What a runtime_call's function gets and what device work inside it does. The program here is
+  # large enough (a 256x256 dot before the call) that XLA's CPU client runs it asynchronously, in
+  # order with the device's other executions: device work started inside the function would queue
+  # behind the very execution that waits for the function's answer.
+  use ExUnit.Case, async: true
+  import Plugboard.Nx.Case
+  import Nx.Defn
+
+  defn dot_then_call(x, fun_opts) do
+    y = Nx.dot(x, x)
+    Nx.runtime_call(y, y, fun_opts, &__MODULE__.apply_fun/2)
+  end
+
+  def apply_fun(t, opts), do: opts[:fun].(t)
+
+  defp run(c, args), do: Nx.Defn.jit_apply(&dot_then_call/2, args, compiler: Plugboard.Nx, client: c)
+
+  defp input(c, i), do: Nx.iota({256, 256}, type: :f32, backend: {Plugboard.Nx.Backend, client: c}) |> Nx.divide(65_536 * i)
+
+  for {label, path} <- cpu_plugins() do
+    describe "on #{label}" do
+      setup do
+        %{c: client(unquote(path))}
+      end
+
+      test "the function gets Nx.BinaryBackend tensors and Nx.BinaryBackend is its default backend", %{c: c} do
+        me = self()
+        Nx.default_backend({Plugboard.Nx.Backend, client: c})
+
+        fun = fn t ->
+          send(me, {:got, t.data.__struct__, Nx.default_backend(), Nx.iota({2}).data.__struct__})
+          t
+        end
+
+        run(c, [input(c, 1), [fun: fun]])
+        assert_received {:got, Nx.BinaryBackend, {Nx.BinaryBackend, _}, Nx.BinaryBackend}
+        # Restored afterwards.
+        assert Nx.default_backend() == {Plugboard.Nx.Backend, client: c}
+      end
+
+      test "eager Nx work in the function (default backend Plugboard.Nx.Backend), 8 callers at once", %{c: c} do
+        started = System.monotonic_time(:millisecond)
+
+        results =
+          1..8
+          |> Task.async_stream(
+            fn i ->
+              Nx.default_backend({Plugboard.Nx.Backend, client: c})
+              fun = fn t -> t |> Nx.add(Nx.sum(Nx.iota({4}, type: :f32))) |> Nx.multiply(Nx.tensor(2.0)) end
+              x = input(c, i)
+              out = run(c, [x, [fun: fun]])
+              # Outside the function, eager work runs on the device (the process's default backend).
+              expected = x |> Nx.dot(x) |> Nx.add(6.0) |> Nx.multiply(2.0)
+              Nx.all_close(out, expected, rtol: 1.0e-4) |> Nx.to_number()
+            end,
+            max_concurrency: 8,
+            timeout: 20_000,
+            on_timeout: :kill_task
+          )
+          |> Enum.to_list()
+
+        assert results == List.duplicate({:ok, 1}, 8)
+        assert System.monotonic_time(:millisecond) - started < 20_000
+      end
+
+      test "device work on the same client inside the function fails at once, naming the call", %{c: c} do
+        pb = {Plugboard.Nx.Backend, client: c}
+        fun = fn t -> t |> Nx.backend_transfer(pb) |> Nx.add(1) |> Nx.backend_transfer(Nx.BinaryBackend) end
+        {micros, error} = :timer.tc(fn -> assert_raise Plugboard.Error, fn -> run(c, [input(c, 1), [fun: fun]]) end end)
+        assert Exception.message(error) =~ "would wait for itself"
+        assert Exception.message(error) =~ "runtime_call"
+        assert micros < 10_000_000
+        # The client goes on working.
+        assert Nx.to_number(Nx.sum(run(c, [input(c, 1), [fun: &Nx.negate/1]]))) < 0
+      end
+    end
+  end
+end
