@@ -64,6 +64,29 @@ defmodule Plugboard.Nx.RuntimeCallDeviceTest do
         assert System.monotonic_time(:millisecond) - started < 20_000
       end
 
+      test "a function that does not answer holds up another process's run only until callback_timeout", %{c: c} do
+        me = self()
+        x = input(c, 1)
+        y = Nx.tensor([1.0, 2.0], backend: {Plugboard.Nx.Backend, client: c})
+        other = &Nx.Defn.jit_apply(fn t -> Nx.add(t, 1) end, [&1], compiler: Plugboard.Nx, client: c)
+
+        spawn(fn ->
+          fun = fn t -> send(me, :inside); Process.sleep(6_000); t end
+          opts = [compiler: Plugboard.Nx, client: c, callback_timeout: 1_000]
+          send(me, {:stuck, (try do: Nx.Defn.jit_apply(&dot_then_call/2, [x, [fun: fun]], opts), rescue: (e -> e))})
+        end)
+
+        assert_receive :inside, 10_000
+        # A compile and a run of another program, from another process, while the function is stuck:
+        # the run waits behind the stuck execution (XLA's in-order device queue) until its time limit.
+        {micros, out} = :timer.tc(fn -> Task.await(Task.async(fn -> other.(y) |> Nx.backend_copy(Nx.BinaryBackend) end), 30_000) end)
+        assert Nx.to_flat_list(out) == [2.0, 3.0]
+        assert micros < 4_000_000, "the other run took #{div(micros, 1000)} ms"
+        # The stuck call failed at its limit, naming the callback.
+        assert_receive {:stuck, %Plugboard.Error{} = e}, 20_000
+        assert Exception.message(e) =~ "host callback plugboard.nx.runtime_call.0 got no answer within 1000 ms"
+      end
+
       test "device work on the same client inside the function fails at once, naming the call", %{c: c} do
         pb = {Plugboard.Nx.Backend, client: c}
         fun = fn t -> t |> Nx.backend_transfer(pb) |> Nx.add(1) |> Nx.backend_transfer(Nx.BinaryBackend) end

@@ -18,6 +18,10 @@ defmodule Plugboard.Nx do
     * `device_id:` — the device of the client to run on (default 0; the program is then compiled
       portable, and arguments on another device are copied to it);
     * `debug: true` — print the MLIR module when it is compiled;
+    * `callback_timeout:` — how long the program waits for a `Nx.runtime_call/4` function's answer
+      (ms or `:infinity`; default 60_000, `Plugboard.run/3`'s) before that call fails. While it waits,
+      the device's later executions (any process's) wait behind it: XLA's CPU client runs a device's
+      asynchronous executions in order. This bounds what a stuck function costs everyone else;
     * `max_concurrency:` — `Nx.Serving` partitions sharing one device (default: one partition per
       device of the client, each with its `device_id:`, as EXLA's);
     * `output_backend:` — a backend (`Nx.BinaryBackend`, or `{module, options}`) the results are
@@ -95,7 +99,7 @@ defmodule Plugboard.Nx do
 
         _ ->
           {ordered, blocking} = host_callbacks(hooks, Keyword.get(opts, :hooks, %{}), client)
-          [ordered: ordered, callbacks: blocking, device: device || 0]
+          [ordered: ordered, callbacks: blocking, device: device || 0] ++ Keyword.take(opts, [:callback_timeout])
       end
 
     output_backend = opts[:output_backend]
