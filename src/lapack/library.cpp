@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <type_traits>
 
@@ -46,7 +47,7 @@ Expected<const Library*> open_library(bool use_environment) {
                                            " (Debian: apt-get install liblapack3; or set PLUGBOARD_LAPACK to a "
                                            "LAPACK shared library)");
   }
-  auto* library = new Library{{}, path};  // for the life of the process, as the handle
+  auto library = std::make_unique<Library>(Library{{}, path});
   link_map* map = nullptr;
   if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name) {
     std::error_code ec;  // the file itself, past the links (Debian's alternatives) the loader went through
@@ -64,7 +65,7 @@ Expected<const Library*> open_library(bool use_environment) {
   find(table.sgesdd, "sgesdd_");
   find(table.dgesdd, "dgesdd_");
   if (!missing.empty()) return make_error(Code::kNotFound, "LAPACK (" + path + ") has no " + missing);
-  return library;
+  return library.release();  // for the life of the process, as the handle
 }
 
 // One outcome per source, each opened at its first use.
