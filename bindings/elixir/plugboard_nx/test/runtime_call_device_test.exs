@@ -14,6 +14,15 @@ defmodule Plugboard.Nx.RuntimeCallDeviceTest do
 
   def apply_fun(t, opts), do: opts[:fun].(t)
 
+  # A hook before a runtime call: the program waits for the call's answer, which the calling process
+  # gives only after it has run the hook.
+  defn hook_then_call(x) do
+    y = hook(Nx.dot(x, x), :probe)
+    Nx.runtime_call(y, y, [], &__MODULE__.identity/2)
+  end
+
+  def identity(t, _opts), do: t
+
   defp run(c, args), do: Nx.Defn.jit_apply(&dot_then_call/2, args, compiler: Plugboard.Nx, client: c)
 
   defp input(c, i), do: Nx.iota({256, 256}, type: :f32, backend: {Plugboard.Nx.Backend, client: c}) |> Nx.divide(65_536 * i)
@@ -85,6 +94,26 @@ defmodule Plugboard.Nx.RuntimeCallDeviceTest do
         # The stuck call failed at its limit, naming the callback.
         assert_receive {:stuck, %Plugboard.Error{} = e}, 20_000
         assert Exception.message(e) =~ "host callback plugboard.nx.runtime_call.0 got no answer within 1000 ms"
+      end
+
+      test "in a program that waits for a runtime call, a hook is on the host too", %{c: c} do
+        me = self()
+        Nx.default_backend({Plugboard.Nx.Backend, client: c})
+        opts = [compiler: Plugboard.Nx, client: c, callback_timeout: 8_000]
+        on_host = fn t -> send(me, {:hooked, Nx.add(Nx.iota({2}), t[0][0]).data.__struct__}) end
+        Nx.Defn.jit_apply(&hook_then_call/1, [input(c, 1)], Keyword.put(opts, :hooks, %{probe: on_host}))
+        assert_received {:hooked, Nx.BinaryBackend}
+
+        on_device = fn t -> t |> Nx.backend_transfer({Plugboard.Nx.Backend, client: c}) |> Nx.add(1) |> Nx.to_number() end
+        {micros, error} =
+          :timer.tc(fn ->
+            assert_raise Plugboard.Error, fn ->
+              Nx.Defn.jit_apply(&hook_then_call/1, [input(c, 1)], Keyword.put(opts, :hooks, %{probe: on_device}))
+            end
+          end)
+
+        assert Exception.message(error) =~ "would wait for itself"
+        assert micros < 6_000_000
       end
 
       test "device work on the same client inside the function fails at once, naming the call", %{c: c} do

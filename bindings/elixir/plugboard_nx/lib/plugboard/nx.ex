@@ -35,7 +35,9 @@ defmodule Plugboard.Nx do
   default backend (restored afterwards), so eager Nx work in it stays on the host. Device work it
   starts on the program's own client fails at once with a `Plugboard.Error` (`:failed_precondition`):
   the device would run that work only after the execution waiting for the function, so it would wait
-  for itself. Hooks and `runtime_cast/3` are not waited for and may do device work.
+  for itself. Hooks and `runtime_cast/3` are not waited for and may do device work, except in a
+  program that also makes a runtime call: there the program may be waiting for a later call's answer,
+  which this process gives only after the hook, so a hook's function is held to the same rule.
   """
   @behaviour Nx.Defn.Compiler
   @inside_runtime_call {__MODULE__, :inside_runtime_call}
@@ -204,14 +206,23 @@ defmodule Plugboard.Nx do
   # The program's host calls, bound for one run: each hook an ordered call run in the calling process
   # in program order (the tensors it carries put back into the hook's container and given to the
   # callback bound by `hooks:` or the expression's); each runtime call a blocking call, run in the
-  # calling process too, whose answer the program goes on with.
+  # calling process too, whose answer the program goes on with. In a program with a runtime call, a
+  # hook's callback runs on the host as a runtime call's function does (on_host/3): the program may
+  # be waiting for a later runtime call's answer, which this process gives only after the hook.
   defp host_callbacks(hooks, bound, client) do
+    waits = Enum.any?(hooks, &(elem(&1, 0) == :runtime_call))
+
     Enum.reduce(hooks, {%{}, %{}}, fn
       {:hook, target, name, default, template}, {ordered, blocking} ->
         callback = Map.get(bound, name) || default
 
         fun = fn %Plugboard.OrderedCall{operands: operands} ->
-          if callback, do: callback.(from_host(template, operands))
+          cond do
+            callback == nil -> :ok
+            waits -> on_host(client, target, fn -> callback.(from_host(template, operands)) end)
+            true -> callback.(from_host(template, operands))
+          end
+
           :ok
         end
 
@@ -222,20 +233,8 @@ defmodule Plugboard.Nx do
     end)
   end
 
-  # A runtime call's function runs while its execution waits on the device for the answer. Its
-  # tensors are Nx.BinaryBackend tensors and Nx.BinaryBackend is its default backend, so eager work
-  # there stays on the host (as EXLA's host tensors do). Device work on the same client is refused at
-  # once (refuse_inside_runtime_call/1): XLA's CPU client runs a device's asynchronous executions in
-  # order, so a new one would queue behind the execution that waits for this very function.
   defp runtime_call(operands, fun, opts, in_template, out_template, {target, client}) do
-    previous = Process.put(@inside_runtime_call, {Plugboard.client_id(client), target})
-
-    result =
-      try do
-        Nx.with_default_backend(Nx.BinaryBackend, fn -> fun.(from_host(in_template, operands), opts) end)
-      after
-        if previous, do: Process.put(@inside_runtime_call, previous), else: Process.delete(@inside_runtime_call)
-      end
+    result = on_host(client, target, fn -> fun.(from_host(in_template, operands), opts) end)
 
     unless Nx.compatible?(out_template, result) do
       raise ArgumentError,
@@ -245,13 +244,28 @@ defmodule Plugboard.Nx do
     [result] |> Composite.flatten_list() |> Enum.map(&(&1 |> Nx.devectorize(keep_names: false) |> Nx.to_binary()))
   end
 
+  # A runtime call's function runs while its execution waits on the device for the answer. Its
+  # tensors are Nx.BinaryBackend tensors and Nx.BinaryBackend is its default backend, so eager work
+  # there stays on the host (as EXLA's host tensors do). Device work on the same client is refused at
+  # once (refuse_inside_runtime_call/1): XLA's CPU client runs a device's asynchronous executions in
+  # order, so a new one would queue behind the execution that waits for this very function.
+  defp on_host(client, target, fun) do
+    previous = Process.put(@inside_runtime_call, {Plugboard.client_id(client), target})
+
+    try do
+      Nx.with_default_backend(Nx.BinaryBackend, fun)
+    after
+      if previous, do: Process.put(@inside_runtime_call, previous), else: Process.delete(@inside_runtime_call)
+    end
+  end
+
   defp refuse_inside_runtime_call(client) do
     with {id, target} <- Process.get(@inside_runtime_call),
          true <- id == Plugboard.client_id(client) do
       raise Plugboard.Error,
         code: :failed_precondition,
         message:
-          "Plugboard.Nx: device work on client #{client.target} inside the function of a runtime_call (#{target}) of a " <>
+          "Plugboard.Nx: device work on client #{client.target} inside a host callback (#{target}) of a " <>
             "program running on that client: the program waits on the device for the function's answer and the device " <>
             "would run this work only after it, so it would wait for itself. The function gets Nx.BinaryBackend tensors " <>
             "(its default backend too): compute on the host there, or on another client"
