@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "reply_gate.h"
@@ -119,6 +120,35 @@ void call_handler_down(CallResource* resource) {
 
 namespace {
 
+// Every blocking call waiting for its answer: its handler process, the client of its execution, and
+// what says whether it still waits (valid while listed: send_blocking holds them).
+struct AnsweringEntry {
+  ErlNifPid pid;
+  const void* client;
+  ReplyGate* gate;
+  const PendingCall* call;
+};
+std::mutex g_answering_mutex;  // taken before a gate's own lock, never the other way round
+std::vector<AnsweringEntry> g_answering;
+
+// Lists a call for as long as send_blocking waits for it.
+class Answering {
+ public:
+  explicit Answering(AnsweringEntry entry) : call_(entry.call) {
+    std::lock_guard lock(g_answering_mutex);
+    g_answering.push_back(entry);  // may throw bad_alloc: send_blocking reports it
+  }
+  ~Answering() {
+    std::lock_guard lock(g_answering_mutex);
+    std::erase_if(g_answering, [&](const AnsweringEntry& e) { return e.call == call_; });
+  }
+  Answering(const Answering&) = delete;
+  Answering& operator=(const Answering&) = delete;
+
+ private:
+  const PendingCall* call_;
+};
+
 ERL_NIF_TERM make_attributes(ErlNifEnv* env, std::span<const CallbackAttribute> attributes) {
   ERL_NIF_TERM map = enif_make_new_map(env);
   for (const CallbackAttribute& a : attributes) {
@@ -158,6 +188,7 @@ Status send_blocking(const ExecutionRoutes& routes, const ErlNifPid& pid, const 
                                     {"operands", make_list(env, operands)},
                                     {"results", make_list(env, results)},
                                     {"attributes", make_attributes(env, call.attributes())}});
+  Answering answering({pid, routes.client, routes.gate.get(), pending.get()});
   if (!routes.gate->send_call(pid, pending, msg, value)) {
     if (routes.gate->closed())
       return make_error(Code::kCancelled, "host callback " + name + ": the caller gave up waiting for the execution");
@@ -191,6 +222,13 @@ Status send_ordered(const ExecutionRoutes& routes, const ErlNifPid& pid, const O
 }
 
 }  // namespace
+
+bool answering_for(const ErlNifPid& pid, const void* client) {
+  std::lock_guard lock(g_answering_mutex);
+  return std::any_of(g_answering.begin(), g_answering.end(), [&](const AnsweringEntry& e) {
+    return e.client == client && enif_compare_pids(&e.pid, &pid) == 0 && !e.call->decided() && !e.gate->closed();
+  });
+}
 
 Expected<api::HostCallbacks> make_receiver(std::shared_ptr<const ExecutionRoutes> routes) {
   PB_ASSIGN_OR_RETURN(api::HostCallbacks receiver, api::HostCallbacks::create());

@@ -37,6 +37,8 @@ class PendingCall {
   // The call fails with `error` unless it has an outcome already.
   void fail(Error error);
   const std::string& name() const { return name_; }
+  // An outcome is in (answer, failure, time-out): nobody waits for this call any more.
+  bool decided() const { return decided_.load(std::memory_order_acquire); }
 
  private:
   enum class State { kWaiting, kAnswered, kFailed, kGaveUp };
@@ -64,9 +66,17 @@ class ReplyGate;
 // Where one execution's host calls go: through the run's gate (its reference is in every message).
 struct ExecutionRoutes {
   std::shared_ptr<ReplyGate> gate;
+  const void* client = nullptr;  // the executable's client (identity only): see answering_for
   std::vector<CallRoute> routes;
   std::optional<std::chrono::milliseconds> blocking_limit;
 };
+
+// Whether `pid` is being asked now for the answer of a blocking call of an execution on `client`
+// (the call undecided, its caller still waiting for the execution).
+// An execution that process starts on that client would wait on the device behind the one waiting
+// for the process (XLA's CPU client runs a device's asynchronous executions in order): it would wait
+// for itself, until the call's time limit. nif_execute refuses it at once instead.
+bool answering_for(const ErlNifPid& pid, const void* client);
 
 // The bytes of a :bool element must be 0 or 1 (XLA reads any other byte differently per plugin).
 Status check_bool_bytes(std::span<const unsigned char> bytes, std::string_view what);

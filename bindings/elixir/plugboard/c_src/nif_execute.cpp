@@ -212,6 +212,15 @@ struct Launch {
   }
 };
 
+// An execution started by a process that is answering a blocking host call of an execution on the
+// same client (callback_route.h: answering_for).
+Error waits_for_itself() {
+  return Error(Code::kFailedPrecondition,
+               "this process is answering a blocking host callback of an execution on the same client, which waits on "
+               "the device for that answer; the device would run this execution only after that one, so it would "
+               "wait for itself. Compute on the call's operands (host arrays) in the callback, or run on another client");
+}
+
 ERL_NIF_TERM make_gate_term(ErlNifEnv* env, const std::shared_ptr<ReplyGate>& gate) {
   return make_resource<GateResource>(env, gate);
 }
@@ -242,6 +251,7 @@ PB_NIF(nif_execute) {
     }
     auto caller = get_pid(env, argv[6], "caller");
     if (!caller) return make_error(env, caller.error());
+    if (answering_for(*caller, exe->client.get())) return make_error(env, waits_for_itself());
 
     Launch here{exe->client, exe->executable, {}, {}, nullptr};
     here.options.device = static_cast<int>(*device);
@@ -251,6 +261,7 @@ PB_NIF(nif_execute) {
       gate = std::make_shared<ReplyGate>(*caller, argv[7]);
       auto routes = std::make_shared<ExecutionRoutes>();
       routes->gate = gate;
+      routes->client = exe->client.get();
       routes->routes = std::move(*route_list);
       routes->blocking_limit = limit;
       auto receiver = make_receiver(std::move(routes));
@@ -394,6 +405,7 @@ PB_NIF(nif_execute_partitioned) {
     if (!donate) return make_error(env, donate.error());
     auto caller = get_pid(env, argv[3], "caller");
     if (!caller) return make_error(env, caller.error());
+    if (answering_for(*caller, exe->client.get())) return make_error(env, waits_for_itself());
 
     auto launch = std::make_shared<PartitionedLaunch>(exe->executable);
     launch->options.donate = std::move(*donate);
