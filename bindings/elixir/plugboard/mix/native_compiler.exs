@@ -98,6 +98,7 @@ defmodule Mix.Tasks.Compile.PlugboardNative do
 
     # Configured again only when something it was configured with changed.
     if File.read(stamp) != {:ok, inspect(configure)} do
+      forget_moved_build(nif_build, @c_src)
       cmake!(configure, "configuring the NIF")
       File.write!(stamp, inspect(configure))
     end
@@ -145,6 +146,7 @@ defmodule Mix.Tasks.Compile.PlugboardNative do
   defp build_library(work, sources, headers) do
     build = Path.join(work, "library")
     prefix = Path.join(work, "prefix")
+    forget_moved_build(build, sources)
 
     unless File.exists?(Path.join(build, "CMakeCache.txt")) do
       Mix.shell().info("plugboard: building the native library from #{sources} (the first build takes minutes)")
@@ -160,6 +162,19 @@ defmodule Mix.Tasks.Compile.PlugboardNative do
     cmake!(["--build", build, "--parallel", "#{System.schedulers_online()}"], "building plugboard")
     cmake!(["--install", build, "--prefix", prefix, "--strip"], "installing plugboard")
     prefix
+  end
+
+  # A build folder configured from sources somewhere else (the project moved, or a build root shared
+  # with a copy of it): CMake refuses to configure it again, so it starts over.
+  defp forget_moved_build(build, sources) do
+    with {:ok, cache} <- File.read(Path.join(build, "CMakeCache.txt")),
+         [_, configured] <- Regex.run(~r/^CMAKE_HOME_DIRECTORY:INTERNAL=(.*)$/m, cache),
+         false <- Path.expand(configured) == Path.expand(sources) do
+      Mix.shell().info("plugboard: #{build} was configured from #{configured}; configuring it again from #{sources}")
+      File.rm_rf!(build)
+    end
+
+    :ok
   end
 
   # priv/ holds exactly what this build made: the precompiled stamp goes (a later precompiled
