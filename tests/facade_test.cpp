@@ -456,6 +456,65 @@ TEST_P(FacadeTest, AnUnfinishedExecutionDroppedFromAnotherThreadNeverBlocksIt) {
   EXPECT_EQ(sync->logged.load(), 3);
 }
 
+// A program that keeps device 0 busy for seconds: %n rounds of a 256x256 matrix product (never
+// "cheap" for XLA's CPU client, so Execute returns while it runs and later executions on the device
+// queue behind it, as behind a host callback that does not answer).
+constexpr char kBusy[] = R"mlir(
+module @facade_busy attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%n: tensor<i64>, %m: tensor<256x256xf32>) -> tensor<256x256xf32> {
+    %c0 = stablehlo.constant dense<0> : tensor<i64>
+    %c1 = stablehlo.constant dense<1> : tensor<i64>
+    %r:2 = stablehlo.while(%i = %c0, %a = %m) : tensor<i64>, tensor<256x256xf32>
+      cond {
+        %lt = stablehlo.compare LT, %i, %n : (tensor<i64>, tensor<i64>) -> tensor<i1>
+        stablehlo.return %lt : tensor<i1>
+      } do {
+        %d = "stablehlo.dot"(%a, %m) : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
+        %j = stablehlo.add %i, %c1 : tensor<i64>
+        stablehlo.return %j, %d : tensor<i64>, tensor<256x256xf32>
+      }
+    return %r#1 : tensor<256x256xf32>
+  }
+}
+)mlir";
+
+// The first host-callback declaration on a plugin runs plugboard's self-test. Run there, it was an
+// execution on the declaring client's device 0, queued behind whatever that device had in flight (a
+// callback that does not answer: up to callback_timeout), so declaring (and the compile after it)
+// waited for it. The self-test now runs when the client is opened, before anything else can run on
+// it: declaring in a fresh process while device 0 is busy takes no longer than the compile.
+TEST_P(FacadeTest, FirstCallbackDeclarationDoesNotWaitForTheDevicesWork) {
+  Executable busy = compile(kBusy);
+  const std::vector<float> small(256 * 256, 1e-3f);
+  const int64_t square[] = {256, 256};
+  auto matrix = client_->copy_to_device(bytes_of(small), DType::kF32, square);
+  ASSERT_TRUE(matrix) << matrix.error().to_string();
+  const int64_t rounds[] = {10000};
+  auto n = client_->copy_to_device(std::as_bytes(std::span(rounds)), DType::kI64, std::span<const int64_t>{});
+  ASSERT_TRUE(n) << n.error().to_string();
+  Buffer* args[] = {&*n, &*matrix};
+  const auto t0 = std::chrono::steady_clock::now();
+  auto run = busy.execute(args);
+  ASSERT_TRUE(run) << run.error().to_string();
+  ASSERT_FALSE(run->finished()) << "the busy program ran inside Execute";
+
+  const auto d0 = std::chrono::steady_clock::now();
+  auto receiver = HostCallbacks::create();
+  ASSERT_TRUE(receiver);
+  ASSERT_TRUE(receiver->add_blocking("facade.twice", twice));
+  ASSERT_TRUE(receiver->add_ordered("facade.log", [](const OrderedCall&) { return ok(); }));
+  auto declared = client_->declare_callbacks(*receiver);
+  ASSERT_TRUE(declared) << declared.error().to_string();
+  Executable with_callbacks = compile(kCallbacks);
+  const auto declare_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - d0).count();
+
+  ASSERT_TRUE(run->await());
+  const auto busy_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_GT(busy_ms, 1500) << "the busy program was too short to show anything";
+  EXPECT_LT(declare_ms, busy_ms / 3) << "declaring callbacks and compiling took " << declare_ms
+                                     << " ms while device 0 was busy for " << busy_ms << " ms";
+}
+
 TEST_P(FacadeTest, ImmutableAdoptedMemoryRefusesDonationAndMutableMemoryAllowsIt) {
   Executable exe = compile(kAdd);
   struct alignas(64) Block {

@@ -83,7 +83,13 @@ Expected<Executable> compile_on(const Client::Impl& client, const Program& progr
 }  // namespace
 
 std::shared_ptr<const Client> wrap_client(std::shared_ptr<plugboard::Client> client,
-                                          std::vector<compile_cache::PrecompiledFile> precompiled) {
+                                          std::vector<compile_cache::PrecompiledFile> precompiled, bool self_test) {
+  // The host-callback self-test is an execution on device 0: run on a client in use (on the first
+  // declaration, as it was), it queued behind that device's work, so a declaration and the compile
+  // after it waited for a callback that does not answer. Here nothing else can have run on the client
+  // yet. Its outcome is kept for the plugin (declare_callbacks returns it); a platform without a
+  // callback path is refused at once, with no execution.
+  if (self_test) (void)self_test_callbacks(*client);
   auto impl = std::make_unique<Client::Impl>();
   impl->precompiled = std::move(precompiled);
   impl->platform = client->platform_name();
@@ -113,7 +119,9 @@ Expected<std::shared_ptr<const Client>> Client::open(const std::filesystem::path
       client_options.create_options.push_back(
           {o.name, std::visit([](const auto& v) -> NamedValueData { return v; }, o.value)});
     PB_ASSIGN_OR_RETURN(std::shared_ptr<plugboard::Client> client, plugboard::Client::create(loaded, client_options));
-    return wrap_client(std::move(client));
+    // A node of a multi-host job may not address device 0 of the job: its self-test waits for a
+    // first declaration (which runs it then).
+    return wrap_client(std::move(client), {}, distribution.num_nodes.value_or(1) <= 1);
   });
 }
 

@@ -52,9 +52,11 @@ struct Client::Impl {
   std::vector<compile_cache::PrecompiledFile> precompiled;
 };
 
-// Wraps a runtime client (for boot() and Client::open).
+// Wraps a runtime client (for boot() and Client::open). `self_test`: runs the plugin's host-callback
+// self-test now (once per plugin), before the client is handed out and anything runs on it.
 std::shared_ptr<const Client> wrap_client(std::shared_ptr<plugboard::Client> client,
-                                          std::vector<compile_cache::PrecompiledFile> precompiled = {});
+                                          std::vector<compile_cache::PrecompiledFile> precompiled = {},
+                                          bool self_test = true);
 // A facade Buffer owning a runtime one.
 Buffer wrap_buffer(plugboard::Buffer buffer);
 
