@@ -24,8 +24,11 @@ namespace plugboard {
 
 // Registers every name `callbacks` binds as a custom-call target on `client`'s plugin; names already
 // registered there by plugboard cost nothing. Must come before compiling the programs that call them
-// (the plugin refuses to compile a call to a target it does not know). The first use on a plugin runs
-// the self-test (see self_test_callbacks). Errors name the plugin and the target.
+// (the plugin refuses to compile a call to a target it does not know). Fails with the self-test's
+// error where host callbacks do not work on the plugin (see self_test_callbacks: a client opened
+// through the facade has run it already, at open; on a runtime client no one has, the first use runs
+// it, on this client's device 0, after whatever the device has in flight). Errors name the plugin and
+// the target.
 Status declare_callbacks(const Client& client, const HostCallbacks& callbacks) noexcept;
 Status declare_callback_target(const Client& client, std::string_view name);
 
