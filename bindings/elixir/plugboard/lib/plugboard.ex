@@ -172,19 +172,27 @@ defmodule Plugboard do
   end
 
   # The client is created for a process of its own, which hands it on: a caller that gives up
-  # (`timeout:`) ends that process, so a client created later finds nobody to send to and is
-  # destroyed, rather than kept alive by a reply left in the caller's mailbox.
+  # (`timeout:`) ends that process, and so does a caller that exits (the process monitors it), so a
+  # client created later finds nobody to send to and is destroyed, rather than kept alive by a reply
+  # left in the caller's mailbox or by a process waiting for a caller that is gone.
   defp open_through_proxy(plugin, start, timeout) do
     tag = make_ref()
     caller = self()
 
     {proxy, monitor} =
       spawn_monitor(fn ->
+        caller_gone = Process.monitor(caller)
         ref = make_ref()
 
         case start.(ref) do
-          :ok -> receive do: ({^ref, result} -> send(caller, {tag, result}))
-          error -> send(caller, {tag, error})
+          :ok ->
+            receive do
+              {^ref, result} -> send(caller, {tag, result})
+              {:DOWN, ^caller_gone, :process, _, _} -> :ok
+            end
+
+          error ->
+            send(caller, {tag, error})
         end
       end)
 
@@ -246,8 +254,8 @@ defmodule Plugboard do
   `_dgesdd` (SVD: `a {..., m, n}` to `u`, `s` descending, `vt`, full or reduced as the results'
   shapes say), `api_version = 4`. LAPACK is the system's `liblapack.so.3` (Debian: `liblapack3`;
   the environment variable `PLUGBOARD_LAPACK` names another, unless a boot with `use_environment:
-  false` ran in this VM: then the variable is not read, and the boot report's notes name the LAPACK
-  file), opened at the first call. Errors:
+  false` succeeded in this VM: then the variable is not read; a CPU boot report's notes name the
+  LAPACK), opened at the first call (a boot opens none). Errors:
   `:unimplemented` for a plugin that is not a CPU plugin (or has no FFI extension), `:not_found`
   without LAPACK. Later calls cost a lookup.
   """

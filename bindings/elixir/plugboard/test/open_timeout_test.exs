@@ -27,6 +27,24 @@ defmodule Plugboard.OpenTimeoutTest do
     assert settled(before), "the late client is still alive: #{live_clients()} live clients, #{before} before"
   end
 
+  test "a caller that dies during the open takes the opening process with it; the client is let go of" do
+    plugin = fault_plugin("fault_well_formed")
+    before_clients = live_clients()
+    before_processes = MapSet.new(Process.list())
+    me = self()
+    caller = spawn(fn -> send(me, {:opened, Plugboard.open(plugin, [{"fault", "slow:1500"}], timeout: :infinity)}) end)
+    Process.sleep(100)
+    started = MapSet.difference(MapSet.new(Process.list()), before_processes) |> MapSet.delete(caller)
+    assert MapSet.size(started) >= 1, "no process opens the client"
+    Process.exit(caller, :kill)
+    Process.sleep(300)
+    # The create still runs (1.5 s): nothing of the call may outlive its caller meanwhile.
+    left = Enum.filter(started, &Process.alive?/1)
+    assert left == [], "processes of the killed caller's open still alive: #{inspect(left)}"
+    refute_received {:opened, _}
+    assert settled(before_clients), "the late client is still alive: #{live_clients()} live clients, #{before_clients} before"
+  end
+
   test "in time, the client is returned and nothing else arrives" do
     plugin = fault_plugin("fault_well_formed")
     assert {:ok, %Plugboard.Client{} = c} = Plugboard.open(plugin, [{"fault", "slow:50"}], timeout: 10_000)
