@@ -120,11 +120,12 @@ void call_handler_down(CallResource* resource) {
 
 namespace {
 
-// Every blocking call waiting for its answer: its handler process, the client of its execution, and
-// what says whether it still waits (valid while listed: send_blocking holds them).
+// Every blocking call waiting for its answer: its handler process, the client and device of its
+// execution, and what says whether it still waits (valid while listed: send_blocking holds them).
 struct AnsweringEntry {
   ErlNifPid pid;
   const void* client;
+  int device;
   ReplyGate* gate;
   const PendingCall* call;
 };
@@ -188,7 +189,7 @@ Status send_blocking(const ExecutionRoutes& routes, const ErlNifPid& pid, const 
                                     {"operands", make_list(env, operands)},
                                     {"results", make_list(env, results)},
                                     {"attributes", make_attributes(env, call.attributes())}});
-  Answering answering({pid, routes.client, routes.gate.get(), pending.get()});
+  Answering answering({pid, routes.client, routes.device, routes.gate.get(), pending.get()});
   if (!routes.gate->send_call(pid, pending, msg, value)) {
     if (routes.gate->closed())
       return make_error(Code::kCancelled, "host callback " + name + ": the caller gave up waiting for the execution");
@@ -223,10 +224,11 @@ Status send_ordered(const ExecutionRoutes& routes, const ErlNifPid& pid, const O
 
 }  // namespace
 
-bool answering_for(const ErlNifPid& pid, const void* client) {
+bool answering_for(const ErlNifPid& pid, const void* client, std::span<const int> devices) {
   std::lock_guard lock(g_answering_mutex);
   return std::any_of(g_answering.begin(), g_answering.end(), [&](const AnsweringEntry& e) {
-    return e.client == client && enif_compare_pids(&e.pid, &pid) == 0 && !e.call->decided() && !e.gate->closed();
+    return e.client == client && std::find(devices.begin(), devices.end(), e.device) != devices.end() &&
+           enif_compare_pids(&e.pid, &pid) == 0 && !e.call->decided() && !e.gate->closed();
   });
 }
 

@@ -67,16 +67,18 @@ class ReplyGate;
 struct ExecutionRoutes {
   std::shared_ptr<ReplyGate> gate;
   const void* client = nullptr;  // the executable's client (identity only): see answering_for
+  int device = 0;                // the device the execution runs on (index into the client's devices)
   std::vector<CallRoute> routes;
   std::optional<std::chrono::milliseconds> blocking_limit;
 };
 
 // Whether `pid` is being asked now for the answer of a blocking call of an execution on `client`
-// (the call undecided, its caller still waiting for the execution).
-// An execution that process starts on that client would wait on the device behind the one waiting
-// for the process (XLA's CPU client runs a device's asynchronous executions in order): it would wait
-// for itself, until the call's time limit. nif_execute refuses it at once instead.
-bool answering_for(const ErlNifPid& pid, const void* client);
+// running on one of `devices` (the call undecided, its caller still waiting for the execution).
+// An execution that process starts on that device would wait behind the one waiting for the process
+// (XLA's CPU client runs a device's asynchronous executions in order): it would wait for itself,
+// until the call's time limit. nif_execute refuses it at once instead. Another device of the same
+// client has its own queue: work there is not refused.
+bool answering_for(const ErlNifPid& pid, const void* client, std::span<const int> devices);
 
 // The bytes of a :bool element must be 0 or 1 (XLA reads any other byte differently per plugin).
 Status check_bool_bytes(std::span<const unsigned char> bytes, std::string_view what);

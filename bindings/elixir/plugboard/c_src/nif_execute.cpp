@@ -212,13 +212,22 @@ struct Launch {
   }
 };
 
+// The devices an execution of `exe` started with `device` runs on: where ExecuteOptions::device says for
+// a portable program or a device other than 0, else where the program was compiled for.
+std::vector<int> run_devices(const api::Executable& exe, int device) {
+  std::vector<int> compiled = exe.devices();
+  if (device != 0 || compiled.empty()) return {device};
+  return compiled;
+}
+
 // An execution started by a process that is answering a blocking host call of an execution on the
-// same client (callback_route.h: answering_for).
+// same device (callback_route.h: answering_for).
 Error waits_for_itself() {
   return Error(Code::kFailedPrecondition,
-               "this process is answering a blocking host callback of an execution on the same client, which waits on "
-               "the device for that answer; the device would run this execution only after that one, so it would "
-               "wait for itself. Compute on the call's operands (host arrays) in the callback, or run on another client");
+               "this process is answering a blocking host callback of an execution on the same device of the same "
+               "client, which waits on the device for that answer; the device would run this execution only after "
+               "that one, so it would wait for itself. Compute on the call's operands (host arrays) in the callback, "
+               "or run on another device or client");
 }
 
 ERL_NIF_TERM make_gate_term(ErlNifEnv* env, const std::shared_ptr<ReplyGate>& gate) {
@@ -251,7 +260,8 @@ PB_NIF(nif_execute) {
     }
     auto caller = get_pid(env, argv[6], "caller");
     if (!caller) return make_error(env, caller.error());
-    if (answering_for(*caller, exe->client.get())) return make_error(env, waits_for_itself());
+    const std::vector<int> devices = run_devices(exe->executable, static_cast<int>(*device));
+    if (answering_for(*caller, exe->client.get(), devices)) return make_error(env, waits_for_itself());
 
     Launch here{exe->client, exe->executable, {}, {}, nullptr};
     here.options.device = static_cast<int>(*device);
@@ -262,6 +272,7 @@ PB_NIF(nif_execute) {
       auto routes = std::make_shared<ExecutionRoutes>();
       routes->gate = gate;
       routes->client = exe->client.get();
+      routes->device = devices.front();
       routes->routes = std::move(*route_list);
       routes->blocking_limit = limit;
       auto receiver = make_receiver(std::move(routes));
@@ -405,7 +416,7 @@ PB_NIF(nif_execute_partitioned) {
     if (!donate) return make_error(env, donate.error());
     auto caller = get_pid(env, argv[3], "caller");
     if (!caller) return make_error(env, caller.error());
-    if (answering_for(*caller, exe->client.get())) return make_error(env, waits_for_itself());
+    if (answering_for(*caller, exe->client.get(), exe->executable.devices())) return make_error(env, waits_for_itself());
 
     auto launch = std::make_shared<PartitionedLaunch>(exe->executable);
     launch->options.donate = std::move(*donate);

@@ -52,5 +52,36 @@ defmodule Plugboard.CallbackNestedRunTest do
       # Outside the callback the same run works.
       assert {:ok, [_]} = Plugboard.run(plus_one, [Plugboard.buffer!(client, f32s([1.0, 2.0]), :f32, {2})])
     end
+
+    test "on #{label}: from inside a blocking callback of a run on device 0, a run on device 1 of the same client works; on device 0 it fails at once" do
+      # Each device has its own in-order queue: only the callback's own device would wait for itself.
+      {:ok, client} = Plugboard.open(unquote(plugin), [{"cpu_device_count", 2}])
+      exe = Plugboard.compile!(client, @program, callbacks: ["host_nested"])
+      portable = Plugboard.compile!(client, @plus_one, portable: true)
+      on_device_1 = Plugboard.compile!(client, @plus_one, devices: [1])
+      x = Plugboard.buffer!(client, f32s(List.duplicate(0.0, 256 * 256)), :f32, {256, 256})
+      me = self()
+
+      nested = fn exe, device, run_opts ->
+        fn [t] ->
+          a = Plugboard.buffer!(client, f32s([1.0, 2.0]), :f32, {2}, device: device)
+          {micros, result} = :timer.tc(fn -> Plugboard.run(exe, [a], run_opts) end)
+          send(me, {:nested, device, micros, with({:ok, [b]} <- result, do: {:ok, to_f32s(Plugboard.to_binary!(b))})})
+          t.data
+        end
+      end
+
+      opts = [callback_timeout: 5_000]
+      assert {:ok, [_]} = Plugboard.run(exe, [x], [callbacks: %{"host_nested" => nested.(portable, 1, device: 1)}] ++ opts)
+      assert_received {:nested, 1, _, {:ok, [2.0, 3.0]}}
+      # A program compiled for device 1 too.
+      assert {:ok, [_]} = Plugboard.run(exe, [x], [callbacks: %{"host_nested" => nested.(on_device_1, 1, device: 1)}] ++ opts)
+      assert_received {:nested, 1, _, {:ok, [2.0, 3.0]}}
+
+      assert {:ok, [_]} = Plugboard.run(exe, [x], [callbacks: %{"host_nested" => nested.(portable, 0, device: 0)}] ++ opts)
+      assert_received {:nested, 0, micros, {:error, %Plugboard.Error{code: :failed_precondition, message: m}}}
+      assert m =~ "would wait for itself"
+      assert micros < 1_000_000
+    end
   end
 end
