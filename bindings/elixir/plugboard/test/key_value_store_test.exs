@@ -15,6 +15,7 @@ defmodule Plugboard.KeyValueStoreTest do
 
   alias Plugboard.{Error, KeyValueStore, Native}
   alias Plugboard.KeyValueStore.Server
+  alias Plugboard.TestSupport.{KvPeer, SchedulerWatch}
   @compile {:no_warn_undefined, :telemetry}
 
   @moduletag timeout: 120_000
@@ -73,6 +74,24 @@ defmodule Plugboard.KeyValueStoreTest do
   defp stop_peer({pid, node}, survivors) do
     :ok = :peer.stop(pid)
     for {p, _} <- survivors, do: wait_until(fn -> node not in :peer.call(p, Node, :list, []) end)
+  end
+
+  # What the peer logged while `fun` ran (a logger_std_h file handler added there for that time).
+  defp peer_log({pid, _}, fun) do
+    log = Path.join(System.tmp_dir!(), "kv_peer_#{System.unique_integer([:positive])}.log")
+    handler = :"kv_log_#{System.unique_integer([:positive])}"
+    :ok = :peer.call(pid, :logger, :add_handler, [handler, :logger_std_h, %{config: %{file: String.to_charlist(log)}}])
+
+    try do
+      fun.()
+    after
+      :ok = :peer.call(pid, :logger_std_h, :filesync, [handler])
+      :ok = :peer.call(pid, :logger, :remove_handler, [handler])
+    end
+
+    text = File.read!(log)
+    File.rm(log)
+    text
   end
 
   defp wait_until(fun, tries \\ 100) do
@@ -164,7 +183,7 @@ defmodule Plugboard.KeyValueStoreTest do
     assert on(b, :native_get, [store_b, "after", 1000]) == {:ok, "w"}
   end
 
-  test "a split cluster heals by merging its two leaders; a key put on both sides keeps one value and the loss is logged", %{a: a, b: b, cluster: c} do
+  test "a split cluster heals by merging its two leaders; calls retried there see the merged data at once; a key put on both sides keeps one value and the loss is logged", %{a: a, b: b, cluster: c} do
     {pid_a, node_a} = a
     {pid_b, node_b} = b
     store_a = open_on(a, "job", :kv_split_a, c)
@@ -179,27 +198,155 @@ defmodule Plugboard.KeyValueStoreTest do
     assert on(b, :native_put, [store_b, "right", "from b"]) == :ok
     assert on(a, :native_put, [store_a, "both", "a's"]) == :ok
     assert on(b, :native_put, [store_b, "both", "b's"]) == :ok
+    assert on(b, :native_put, [store_b, "mine", "1"]) == :ok
+    # 64 MB more on b's side: its handover to a takes a while.
+    assert :peer.call(pid_b, KvPeer, :put_bulk, [store_b, "bulk", 64_000_000], 40_000) == :ok
     assert on(b, :leader, [c]) == node_b
     # A get waiting at b's leader is handed over with the rest.
     getter = Task.async(fn -> on(b, :native_get, [store_b, "late", 20_000]) end)
     Process.sleep(300)
-    # The keeper's log, to a file (logger_std_h), to find the reported loss in.
-    log = Path.join(System.tmp_dir!(), "kv_split_#{System.unique_integer([:positive])}.log")
-    :ok = :peer.call(pid_a, :logger, :add_handler, [:kv_split, :logger_std_h, %{config: %{file: String.to_charlist(log)}}])
-    heal([a, b])
-    # One leader again (the lower node's, a's), holding what both sides put.
-    wait_until(fn -> on(a, :leader, [c]) == node_a and on(b, :leader, [c]) == node_a end)
-    wait_until(fn -> on(a, :native_try_get, [store_a, "right"]) == {:ok, "from b"} end)
-    assert on(b, :native_try_get, [store_b, "left"]) == {:ok, "from a"}
-    assert on(b, :native_try_get, [store_b, "before"]) == {:ok, "v"}
-    assert on(b, :native_try_get, [store_b, "both"]) == {:ok, "a's"}
-    assert on(a, :native_put, [store_a, "late", "w"]) == :ok
-    assert Task.await(getter, 25_000) == {:ok, "w"}
-    :ok = :peer.call(pid_a, :logger_std_h, :filesync, [:kv_split])
-    :ok = :peer.call(pid_a, :logger, :remove_handler, [:kv_split])
-    text = File.read!(log)
-    File.rm(log)
+    # b's leader is held over the heal, so that :global's order to merge waits in its mailbox, and
+    # calls from a third node queue behind that order: they end with the leader and are retried at
+    # the one kept (a's), over another connection than the handover's.
+    leader_b = :peer.call(pid_b, Server, :whereis, [c])
+    :ok = :peer.call(pid_b, :sys, :suspend, [leader_b])
+
+    text =
+      peer_log(a, fn ->
+        heal([a, b])
+        # One leader again (the lower node's, a's).
+        assert on(a, :leader, [c]) == node_a and on(b, :leader, [c]) == node_a
+        queued = fn -> elem(:peer.call(pid_b, Process, :info, [leader_b, :messages]), 1) end
+        wait_until(fn -> Enum.any?(queued.(), &match?({:merge_into, _}, &1)) end)
+        third = start_peer("third", [a, b])
+
+        retried =
+          for request <- [{:try_get, nil, "job", "right"}, {:put, nil, "job", "mine", "2"}],
+              do: :peer.call(elem(third, 0), KvPeer, :start, [Server, :call, [leader_b, request, 10_000]])
+
+        wait_until(fn -> Enum.count(queued.(), &match?({:"$gen_call", _, _}, &1)) == 2 end)
+        :ok = :peer.call(pid_b, :sys, :resume, [leader_b])
+        # The retried calls: answered by a's leader with what b's held.
+        assert [{:ok, "from b"}, :ok] == for(pid <- retried, do: :peer.call(elem(third, 0), KvPeer, :result, [pid, 30_000]))
+        stop_peer(third, [a, b])
+        # Both sides' keys, readable from both nodes, at once.
+        assert on(a, :native_try_get, [store_a, "right"]) == {:ok, "from b"}
+        assert on(b, :native_try_get, [store_b, "left"]) == {:ok, "from a"}
+        assert on(b, :native_try_get, [store_b, "before"]) == {:ok, "v"}
+        assert on(b, :native_try_get, [store_b, "both"]) == {:ok, "a's"}
+        assert on(a, :native_try_get, [store_a, "mine"]) == {:ok, "2"}
+        assert on(a, :native_put, [store_a, "late", "w"]) == :ok
+        assert Task.await(getter, 25_000) == {:ok, "w"}
+      end)
+
+    # The one key put on both sides is reported; "mine", put again after the merge, is no conflict.
     assert text =~ "healed a split with #{node_b}" and text =~ "1 key(s) put on both sides" and text =~ ~s({"job", "both"}), text
+    refute text =~ "mine", text
+  end
+
+  test "a partition keeps the keys of a job whose stores are all on the other side; away past the grace, they are dropped and reported", %{a: a, b: b, cluster: c} do
+    {pid_a, node_a} = a
+    {pid_b, node_b} = b
+    _ = open_on(a, "here", :kv_part_a, c)
+    store_b = open_on(b, "there", :kv_part_b, c)
+    assert on(b, :leader, [c]) == node_a
+    assert on(b, :native_put, [store_b, "k", "v"]) == :ok
+    split = fn ->
+      true = :peer.call(pid_a, Node, :disconnect, [node_b])
+      wait_until(fn -> node_b not in :peer.call(pid_a, Node, :list, []) and node_a not in :peer.call(pid_b, Node, :list, []) end)
+      # The leader (on a) has seen b's handler go down (:noconnection) by the time it answers this.
+      Process.sleep(300)
+      assert {:error, %Error{code: :not_found}} = on(a, :try_get, [:kv_part_a, "nothing"])
+    end
+
+    # A partition shorter than the grace (5 minutes by default): the job's keys are there after it.
+    split.()
+    heal([a, b])
+    assert on(b, :native_try_get, [store_b, "k"]) == {:ok, "v"}
+
+    # Away longer than the grace: dropped, and the leader's node says so.
+    :ok = :peer.call(pid_a, Application, :put_env, [:plugboard, :key_value_store_away_ms, 200])
+
+    text =
+      try do
+        peer_log(a, fn ->
+          split.()
+          Process.sleep(600)
+        end)
+      after
+        :ok = :peer.call(pid_a, Application, :delete_env, [:plugboard, :key_value_store_away_ms])
+      end
+
+    assert text =~ ~s(deleted namespace "there") and text =~ "1 key(s)" and text =~ "#{node_b}", text
+    heal([a, b])
+    assert {:error, %Error{code: :not_found}} = on(b, :native_try_get, [store_b, "k"])
+  end
+
+  test "a store's handler that crashes takes its namespace's keys with it: logged and reported lost", %{cluster: c} do
+    {:ok, kv} = KeyValueStore.open("crashed", cluster: c)
+    :ok = KeyValueStore.put(kv, "k", "v")
+    me = self()
+    telemetry? = Plugboard.Telemetry.enabled?()
+    if telemetry?, do: :telemetry.attach("kv-lost-ns", [:plugboard, :key_value_store, :lost], fn _, m, md, _ -> send(me, {:lost, m, md}) end, nil)
+
+    log =
+      capture_log(fn ->
+        ref = Process.monitor(kv.handler)
+        Process.exit(kv.handler, :kill)
+        assert_receive {:DOWN, ^ref, :process, _, :killed}
+        # The leader has handled the handler's end by the time it answers this.
+        {:ok, other} = KeyValueStore.open("other", cluster: c)
+        assert {:error, %Error{code: :not_found}} = KeyValueStore.try_get(other, "k")
+      end)
+
+    assert log =~ ~s(deleted namespace "crashed") and log =~ "1 key(s)" and log =~ ":killed", log
+
+    if telemetry? do
+      :telemetry.detach("kv-lost-ns")
+      assert_received {:lost, %{keys: 1, waiters: 0}, %{cluster: ^c, namespace: "crashed", reason: :killed}}
+    end
+  end
+
+  test "deleting a finished namespace costs its own waiters, not every waiting get", %{cluster: c} do
+    {:ok, busy} = KeyValueStore.open("busy", cluster: c)
+    leader = Server.whereis(c)
+    # 20,000 gets waiting in another namespace (sent as requests: no process each).
+    for _ <- 1..20_000, do: :gen_server.send_request(leader, {:get, busy.handler, "busy", "later", 60_000})
+    stores = for i <- 1..50, do: elem(KeyValueStore.open("small-#{i}", cluster: c), 1)
+    for kv <- stores, do: :ok = KeyValueStore.put(kv, "k", "v")
+    {:reductions, before} = Process.info(leader, :reductions)
+    for kv <- stores, do: :ok = KeyValueStore.close(kv)
+    # The leader has handled the 50 ends by the time it answers this.
+    assert {:error, %Error{code: :not_found}} = KeyValueStore.try_get(busy, "k")
+    {:reductions, after_closes} = Process.info(leader, :reductions)
+    spent = after_closes - before
+    IO.puts("[ kv ] reductions of the leader for 50 namespaces deleted beside 20,000 waiting gets: #{spent}")
+    assert spent < 200_000, "deleting 50 namespaces cost the leader #{spent} reductions with 20,000 gets waiting elsewhere"
+    :ok = KeyValueStore.put(busy, "later", "done")
+  end
+
+  test "telling a store's pid from another process's copies nothing of that process", %{cluster: _} do
+    me = self()
+    other =
+      spawn(fn ->
+        Process.put(:big, Enum.to_list(1..1_000_000))
+        send(me, :ready)
+        receive(do: (:stop -> :ok))
+      end)
+
+    assert_receive :ready, 10_000
+
+    {pid, ref} =
+      spawn_monitor(fn ->
+        result = KeyValueStore.close(other)
+        send(me, {:closed, result, Process.info(self(), :memory)})
+      end)
+
+    assert_receive {:closed, {:error, %Error{code: :invalid_argument}}, {:memory, memory}}, 10_000
+    assert_receive {:DOWN, ^ref, :process, ^pid, _}
+    assert Process.alive?(other)
+    send(other, :stop)
+    assert memory < 1_000_000, "close/1 of a process that is no store took #{memory} bytes (its dictionary copied)"
   end
 
   test "a store whose handler exited fails its native calls unavailable at once", %{cluster: c} do
@@ -358,7 +505,8 @@ defmodule Plugboard.KeyValueStoreTest do
 
     for _ <- getters, do: assert_receive({:got, {:error, %Error{code: :deadline_exceeded}}}, 20_000)
     IO.puts("[ kv ] slowest put + try_get while 8,000 gets expired: #{div(slowest, 1000)} ms")
-    assert slowest < 100_000, "a put + try_get took #{div(slowest, 1000)} ms while 8,000 gets expired"
+    # The quadratic expiry took 2.7 s; 1 s leaves room for a loaded 2-core machine.
+    assert slowest < 1_000_000, "a put + try_get took #{div(slowest, 1000)} ms while 8,000 gets expired"
   end
 
   test "close/1 twice, or of no store, is an error value naming it", %{cluster: c} do
@@ -378,26 +526,33 @@ defmodule Plugboard.KeyValueStoreTest do
     {:ok, kv} = KeyValueStore.open("big", cluster: c)
     {:ok, resource} = KeyValueStore.resource(kv)
     big = :binary.copy(<<7>>, 100_000_000)
-    me = self()
-    previous = :erlang.system_monitor(me, [{:long_schedule, 20}])
 
-    try do
-      for {label, fun} <- [native_put: fn -> :ok = KeyValueStore.native_put(kv, "big", big) end,
-                           kv_reply: fn -> Native.kv_reply(resource, 1 <<< 60, {:ok, big}) end] do
-        caller = spawn(fn -> send(me, {:done, self(), fun.()}) end)
-        assert_receive {:done, ^caller, _}, 20_000
-        # Long schedules of the calling process only (other tests' processes may have their own).
-        refute_receive {:monitor, ^caller, :long_schedule, _}, 300, "#{label} held a normal scheduler"
-      end
-    after
-      case previous do
-        {pid, opts} -> :erlang.system_monitor(pid, opts)
-        :undefined -> :erlang.system_monitor(:undefined)
-      end
+    for {label, fun} <- [native_put: fn -> :ok = KeyValueStore.native_put(kv, "big", big) end,
+                         kv_reply: fn -> Native.kv_reply(resource, 1 <<< 60, {:ok, big}) end] do
+      # What the NIF calls held of the caller's normal scheduler (SchedulerWatch: the calls' own
+      # time, less their dirty part); a NIF that holds it does so every time, load only now and
+      # then: three runs, and it fails only when every one held.
+      runs =
+        Enum.reduce_while(1..3, [], fn _, runs ->
+          held = held_by(fun)
+          if held == [], do: {:halt, [held | runs]}, else: {:cont, [held | runs]}
+        end)
+
+      refute Enum.all?(runs, &(&1 != [])), "#{label} held a normal scheduler on every run:\n" <> Enum.map_join(runs, "\n", &SchedulerWatch.describe/1)
     end
 
     assert {:ok, got} = KeyValueStore.native_get(kv, "big", 10_000)
     assert byte_size(got) == 100_000_000
+  end
+
+  defp held_by(fun) do
+    me = self()
+    caller = spawn(fn -> receive(do: (:go -> send(me, {:done, self(), fun.()}))) end)
+    watch = SchedulerWatch.start(20)
+    SchedulerWatch.trace(watch, caller)
+    send(caller, :go)
+    assert_receive {:done, ^caller, _}, 20_000
+    watch |> SchedulerWatch.stop([caller]) |> SchedulerWatch.counted()
   end
 
   describe "a client opened with a store" do

@@ -63,9 +63,11 @@ defmodule Plugboard.Application do
     # Telemetry first: the summary attaches before the boot emits its event.
     Plugboard.Telemetry.setup()
     # Plugboard.KeyValueStore.Supervisor holds the key-value store's cluster leader, when this node
-    # started it (Plugboard.KeyValueStore).
+    # started it (Plugboard.KeyValueStore); Plugboard.KeyValueStore.Registry names this node's store
+    # handlers (what tells a store's pid from another process's).
     children = [Plugboard.Printer, Plugboard.Cluster, Plugboard.Telemetry.Summary,
-                {DynamicSupervisor, name: Plugboard.KeyValueStore.Supervisor, strategy: :one_for_one}]
+                {DynamicSupervisor, name: Plugboard.KeyValueStore.Supervisor, strategy: :one_for_one},
+                {Registry, keys: :unique, name: Plugboard.KeyValueStore.Registry}]
 
     with {:ok, connector} <- connector(Application.get_env(:plugboard, :cluster)),
          {:ok, sup} <- Supervisor.start_link(children, strategy: :one_for_one, name: Plugboard.Supervisor),

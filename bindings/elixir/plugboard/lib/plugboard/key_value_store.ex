@@ -32,9 +32,14 @@ defmodule Plugboard.KeyValueStore do
       or writes is taken within it: two jobs (two clients) of one cluster never see each other's
       keys, while the nodes of one job share theirs by opening the same namespace.
     * **A finished job's keys are deleted**: the leader monitors every store (handler) opened on a
-      namespace; when the last of them is gone (closed, its opener exited, or its node left), the
-      namespace's keys go with it, and a get still waiting on it fails `:unavailable`. A handle of a
-      closed store is refused (`:unavailable`) rather than bringing the namespace back.
+      namespace; when the last of them is gone (closed, or its opener exited), the namespace's keys
+      go with it (logged), and a get still waiting on it fails `:unavailable`. A handle of a closed
+      store is refused (`:unavailable`) rather than bringing the namespace back. A store on a node
+      the leader lost the connection to (a partition, or the node stopped) is not known to be gone:
+      it stays a member for `config :plugboard, key_value_store_away_ms:` (default 300_000) and is
+      monitored again when its node is back; past that time it is dropped. A namespace dropped that
+      way, or because its last store crashed, is data lost to a job that may still run: a warning
+      and `[:plugboard, :key_value_store, :lost]` (metadata with `namespace`).
     * **The C++ side**: `open/2` starts a handler process on the calling node that owns a native
       `KeyValueStore` (c_src/nif_key_value.h). The plugin calls it from its own threads; each call
       sends the handler a message and waits (never on a scheduler) for the answer the handler
@@ -50,8 +55,9 @@ defmodule Plugboard.KeyValueStore do
       calls fail `:unavailable` at once.
     * **A split cluster heals by merging**: each side of a split runs a leader of its own; when
       they meet again `:global` asks `Server.resolve/3`, which keeps the leader on the lower node
-      name. The other hands it its keys and its namespaces' stores and stops; the calls waiting
-      there are asked again of the kept leader (a get for what is left of its timeout). A key put
+      name. The other hands it its keys and its namespaces' stores (a call, answered once merged)
+      and then stops; the calls waiting there are asked again of the kept leader (a get for what is
+      left of its timeout), which holds the merged data by then. A key put
       on both sides with different values keeps the kept leader's value: the other is lost, and
       that is reported (a warning naming the keys, and `[:plugboard, :key_value_store, :merged]`
       with `%{keys, conflicts}` and `%{cluster, node, from_node, conflicting}`).
@@ -238,12 +244,18 @@ defmodule Plugboard.KeyValueStore do
 
   # A local process that is not a store's handler (another process's name or pid) is refused: it
   # must not be stopped by close/1 or asked a handler's questions. A gone one is a closed store.
+  # Handlers register in Plugboard.KeyValueStore.Registry (an ETS lookup of the one pid: nothing of
+  # the other process is copied).
   defp handler_or_invalid(pid, store, function) do
-    case node(pid) == node() && Process.info(pid, :dictionary) do
-      false -> {:ok, pid}
-      nil -> closed(store)
-      {:dictionary, dictionary} -> if dictionary[:"$initial_call"] == {Handler, :init, 1}, do: {:ok, pid}, else: not_a_store(store, function)
+    cond do
+      node(pid) != node() -> {:ok, pid}
+      Registry.lookup(Plugboard.KeyValueStore.Registry, pid) != [] -> {:ok, pid}
+      Process.alive?(pid) -> not_a_store(store, function)
+      true -> closed(store)
     end
+  rescue
+    # No registry: the :plugboard application is not running here, so neither is any handler.
+    ArgumentError -> not_a_store(store, function)
   end
 
   defp not_a_store(other, function),

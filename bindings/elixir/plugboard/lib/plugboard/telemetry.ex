@@ -34,7 +34,9 @@ defmodule Plugboard.Telemetry do
       (the function raised, threw or exited) carries `kind`, `reason` and `stacktrace`; the
       execution then fails as before.
     * `[:plugboard, :key_value_store, :lost]` — the key-value store's leader stopped holding data
-      (a crash): `%{keys, waiters}`, metadata `%{cluster, reason, node}` (`Plugboard.KeyValueStore`).
+      (a crash): `%{keys, waiters}`, metadata `%{cluster, reason, node}` (`Plugboard.KeyValueStore`);
+      or dropped one namespace whose last store crashed or stayed on a node out of reach past
+      `key_value_store_away_ms`: the same, plus `namespace`.
     * `[:plugboard, :key_value_store, :merged]` — a healed split merged another leader's keys:
       `%{keys, conflicts}`, metadata `%{cluster, node, from_node, conflicting}` (the `{namespace,
       key}`s put on both sides whose other value was lost).

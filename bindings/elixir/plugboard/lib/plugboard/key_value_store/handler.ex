@@ -12,6 +12,8 @@ defmodule Plugboard.KeyValueStore.Handler do
   def init({namespace, cluster, call_timeout, owner}) do
     # Tied to the process that opened the store (a monitor: its normal exit ends the handler too).
     if owner, do: Process.monitor(owner)
+    # Known as a handler (KeyValueStore refuses a pid or name of any other process).
+    {:ok, _} = Registry.register(Plugboard.KeyValueStore.Registry, self(), nil)
 
     case Native.kv_store_new(self(), call_timeout) do
       {:ok, resource} -> {:ok, %{namespace: namespace, cluster: cluster, resource: resource, owner: owner}}

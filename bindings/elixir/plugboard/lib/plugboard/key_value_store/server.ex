@@ -7,10 +7,15 @@ defmodule Plugboard.KeyValueStore.Server do
   #   deadlines: :gb_sets of {deadline, id, namespace, key} (deadline: monotonic ms), and one timer,
   #              for the earliest of them
   #   members:   %{namespace => MapSet of handler pids}, monitored (handlers: pid => namespace)
+  #   away:      %{handler pid => timer}: handlers on a node this one lost the connection to
+  #              (:noconnection), still members: monitored again when their node is back
+  #              (nodeup, or their next request), dropped when the timer (away_ms/0) fires first
   # Every operation is a few map or gb_sets operations (O(log n)): expiring a get never walks the
   # others, and the gets due at one time expire in batches of @expire_batch, each its own message,
   # so calls that came meanwhile are answered between them. A namespace whose last handler is gone
-  # (its job finished: every store opened on it closed, or its nodes left) is deleted with its keys.
+  # (its job finished: every store opened on it closed; or its handlers' nodes stayed away past
+  # away_ms/0, or a handler crashed: reported as lost) is deleted with its keys, at the cost of its
+  # own waiters (their deadline entries are found through `waiting`, not by walking the index).
   use GenServer
   require Logger
 
@@ -22,6 +27,12 @@ defmodule Plugboard.KeyValueStore.Server do
   @max_timeout 4_294_967_295
 
   def max_timeout, do: @max_timeout
+
+  # How long a namespace's handlers on a node this one lost sight of (a partition, or the node
+  # stopped) stay members: config :plugboard, key_value_store_away_ms: (default 5 minutes), read
+  # when the connection is lost.
+  @away_ms 300_000
+  def away_ms, do: Application.get_env(:plugboard, :key_value_store_away_ms, @away_ms)
 
   def name(cluster), do: {Plugboard.KeyValueStore, cluster}
 
@@ -73,23 +84,29 @@ defmodule Plugboard.KeyValueStore.Server do
   # only guards a stuck one. A leader lost meanwhile is :unavailable; one that merged into another
   # (a healed split) is asked again there, a get for what is left of its timeout.
   def request(cluster, request, wait) do
-    with {:ok, pid} <- whereis_or_start(cluster) do
-      limit = if wait == :infinity or wait > @max_timeout - 5_000, do: :infinity, else: wait + 5_000
-      start = System.monotonic_time(:millisecond)
+    with {:ok, pid} <- whereis_or_start(cluster), do: call(pid, request, wait)
+  end
 
-      try do
-        GenServer.call(pid, request, limit)
-      catch
-        :exit, {{:shutdown, {:merged_into, _}}, _} ->
-          left = if wait == :infinity, do: :infinity, else: max(wait - (System.monotonic_time(:millisecond) - start), 0)
-          request(cluster, with_timeout(request, left), left)
+  # The call itself, to the leader `pid`. One that merged into another is asked again there, at the
+  # pid it names (not through :global, which may not name it on this node yet): it stopped only
+  # after the one kept had merged its data (the handover is a call), so the retry sees that data.
+  @doc false
+  def call(pid, request, wait) do
+    limit = if wait == :infinity or wait > @max_timeout - 5_000, do: :infinity, else: wait + 5_000
+    start = System.monotonic_time(:millisecond)
 
-        :exit, {:timeout, _} ->
-          {:error, Error.new(:deadline_exceeded, "key-value store: the leader on #{node(pid)} did not answer within #{limit} ms")}
+    try do
+      GenServer.call(pid, request, limit)
+    catch
+      :exit, {{:shutdown, {:merged_into, keep}}, _} ->
+        left = if wait == :infinity, do: :infinity, else: max(wait - (System.monotonic_time(:millisecond) - start), 0)
+        call(keep, with_timeout(request, left), left)
 
-        :exit, {reason, _} ->
-          {:error, Error.new(:unavailable, "key-value store: the leader on #{node(pid)} is gone (#{inspect(reason, limit: 5)})")}
-      end
+      :exit, {:timeout, _} ->
+        {:error, Error.new(:deadline_exceeded, "key-value store: the leader on #{node(pid)} did not answer within #{limit} ms")}
+
+      :exit, {reason, _} ->
+        {:error, Error.new(:unavailable, "key-value store: the leader on #{node(pid)} is gone (#{inspect(reason, limit: 5)})")}
     end
   end
 
@@ -104,9 +121,10 @@ defmodule Plugboard.KeyValueStore.Server do
 
   # :global keeps one of two leaders when a split cluster heals (the pids, registered on each side):
   # the one on the lower node name, so both sides agree. The other hands its keys and its
-  # namespaces' handlers to the one kept, which merges them (see merge/3) and reports what could not
-  # be merged, then stops with {:shutdown, {:merged_into, keep}}: the calls waiting there (its gets)
-  # and those still in its mailbox are asked again of the one kept (request/3).
+  # namespaces' handlers to the one kept, with a call answered once it merged them (see merge/3;
+  # what could not be merged is reported), then stops with {:shutdown, {:merged_into, keep}}: the
+  # calls waiting there (its gets) and those still in its mailbox are asked again of the one kept
+  # (call/3), which holds the merged data by then.
   def resolve(_name, pid1, pid2) do
     [keep, other] = Enum.sort_by([pid1, pid2], &{node(&1), &1})
     send(other, {:merge_into, keep})
@@ -116,9 +134,11 @@ defmodule Plugboard.KeyValueStore.Server do
   @impl true
   def init(cluster) do
     Process.flag(:trap_exit, true)
+    # {:nodeup, node}: the handlers away on it are monitored again.
+    :ok = :net_kernel.monitor_nodes(true)
 
     case :global.register_name(name(cluster), self(), &__MODULE__.resolve/3) do
-      :yes -> {:ok, %{cluster: cluster, data: %{}, waiting: %{}, deadlines: :gb_sets.empty(), timer: nil, members: %{}, handlers: %{}}}
+      :yes -> {:ok, %{cluster: cluster, data: %{}, waiting: %{}, deadlines: :gb_sets.empty(), timer: nil, members: %{}, handlers: %{}, away: %{}}}
       :no -> :ignore
     end
   end
@@ -149,8 +169,8 @@ defmodule Plugboard.KeyValueStore.Server do
     end
   end
 
-  @impl true
-  def handle_cast({:merge, from_node, other}, state), do: {:noreply, merge(state, from_node, other)}
+  # Another leader's data (a healed split), answered once merged: that leader stops only then.
+  def handle_call({:merge, from_node, other}, _from, state), do: {:reply, :ok, merge(state, from_node, other)}
 
   @impl true
   def handle_info(:expire_due, state) do
@@ -168,17 +188,43 @@ defmodule Plugboard.KeyValueStore.Server do
     end
   end
 
-  def handle_info({:DOWN, _, :process, handler, _}, state) do
-    case Map.pop(state.handlers, handler) do
-      {nil, _} -> {:noreply, state}
-      {ns, handlers} -> {:noreply, leave(%{state | handlers: handlers}, ns, handler)}
+  # A handler on a node this one lost the connection to is not known to be gone (a partition heals,
+  # and its job goes on): it stays a member, away, until its node is back or away_ms/0 passes.
+  def handle_info({:DOWN, _, :process, handler, :noconnection}, state) do
+    if Map.has_key?(state.handlers, handler) do
+      timer = Process.send_after(self(), {:away_expired, handler}, away_ms())
+      {:noreply, %{state | away: Map.put(state.away, handler, timer)}}
+    else
+      {:noreply, state}
     end
   end
 
-  # This leader lost :global's resolution of a healed split (resolve/3): everything goes to `keep`.
+  def handle_info({:DOWN, _, :process, handler, reason}, state), do: {:noreply, drop_handler(state, handler, reason)}
+
+  def handle_info({:nodeup, node}, state) do
+    back = for {handler, _} <- state.away, node(handler) == node, do: handler
+    {:noreply, Enum.reduce(back, state, &monitor_again(&2, &1))}
+  end
+
+  def handle_info({:nodedown, _node}, state), do: {:noreply, state}
+
+  def handle_info({:away_expired, handler}, state) do
+    if Map.has_key?(state.away, handler) do
+      state = %{state | away: Map.delete(state.away, handler)}
+      {:noreply, drop_handler(state, handler, {:node_away, node(handler), away_ms()})}
+    else
+      {:noreply, state}
+    end
+  end
+
+  # This leader lost :global's resolution of a healed split (resolve/3): everything goes to `keep`,
+  # and it stops once `keep` has merged it (calls here are then asked again of `keep`).
   def handle_info({:merge_into, keep}, state) do
-    GenServer.cast(keep, {:merge, node(), Map.take(state, [:data, :handlers])})
-    {:stop, {:shutdown, {:merged_into, keep}}, %{state | data: %{}, waiting: %{}}}
+    case hand_over(keep, Map.take(state, [:data, :handlers])) do
+      {:ok, kept} -> {:stop, {:shutdown, {:merged_into, kept}}, %{state | data: %{}, waiting: %{}}}
+      # The one kept is gone too: what this one holds is lost, and reported (terminate/2).
+      {:error, reason} -> {:stop, {:shutdown, {:merge_failed, keep, reason}}, state}
+    end
   end
 
   # A crash (or a shutdown) loses the data: the callers waiting here get an error that says so, and
@@ -204,6 +250,15 @@ defmodule Plugboard.KeyValueStore.Server do
   end
 
   # ------------------------------------------------------------------------------------------------
+
+  # A `keep` that itself merged into another (three sides healing) hands over to that one.
+  defp hand_over(keep, payload) do
+    :ok = GenServer.call(keep, {:merge, node(), payload}, :infinity)
+    {:ok, keep}
+  catch
+    :exit, {{:shutdown, {:merged_into, next}}, _} -> hand_over(next, payload)
+    :exit, {reason, _} -> {:error, reason}
+  end
 
   defp fetch(state, ns, key), do: state.data |> Map.get(ns, %{}) |> Map.fetch(key)
 
@@ -271,30 +326,76 @@ defmodule Plugboard.KeyValueStore.Server do
   defp join(state, _ns, nil), do: state
 
   defp join(state, ns, handler) do
-    if Map.has_key?(state.handlers, handler) do
-      state
-    else
-      Process.monitor(handler)
-      members = Map.update(state.members, ns, MapSet.new([handler]), &MapSet.put(&1, handler))
-      %{state | members: members, handlers: Map.put(state.handlers, handler, ns)}
+    cond do
+      # A request from a handler away: its node is back (before nodeup got here).
+      Map.has_key?(state.away, handler) -> monitor_again(state, handler)
+      Map.has_key?(state.handlers, handler) -> state
+      true -> add_member(state, ns, handler)
     end
   end
 
-  # A handler gone; the namespace's last one: its job is finished, its keys and waiters go.
-  defp leave(state, ns, handler) do
+  defp add_member(state, ns, handler) do
+    Process.monitor(handler)
+    members = Map.update(state.members, ns, MapSet.new([handler]), &MapSet.put(&1, handler))
+    %{state | members: members, handlers: Map.put(state.handlers, handler, ns)}
+  end
+
+  # A handler away whose node is back: monitored again (a gone one is then DOWN with :noproc).
+  defp monitor_again(state, handler) do
+    {timer, away} = Map.pop(state.away, handler)
+    Process.cancel_timer(timer)
+    Process.monitor(handler)
+    %{state | away: away}
+  end
+
+  defp drop_handler(state, handler, reason) do
+    case Map.pop(state.handlers, handler) do
+      {nil, _} -> state
+      {ns, handlers} -> leave(%{state | handlers: handlers}, ns, handler, reason)
+    end
+  end
+
+  # A handler gone; the namespace's last one: its keys and waiters go (its own waiters' deadline
+  # entries come out of the index, found through `waiting`). A job that finished (its stores closed
+  # or their openers exited: the handler stopped :normal) is said in the log; any other end (a
+  # handler crashed, or its node stayed away past away_ms/0) loses data the job may still need: a
+  # warning and [:plugboard, :key_value_store, :lost].
+  defp leave(state, ns, handler, reason) do
     left = state.members |> Map.get(ns, MapSet.new()) |> MapSet.delete(handler)
 
     if MapSet.size(left) > 0 do
       %{state | members: Map.put(state.members, ns, left)}
     else
       {keys, waiting} = Map.pop(state.waiting, ns, %{})
-      deadlines = :gb_sets.filter(fn {_, _, n, _} -> n != ns end, state.deadlines)
 
-      for {key, ids} <- keys, {from, _, _} <- Map.values(ids) do
-        GenServer.reply(from, {:error, Error.new(:unavailable, "key-value store: namespace #{inspect(ns)} was deleted (every store opened on it closed) while a get of #{inspect(key)} waited")})
+      deadlines =
+        for {key, ids} <- keys, {id, {_, deadline, _}} <- ids, deadline != :infinity, reduce: state.deadlines do
+          set -> :gb_sets.del_element({deadline, id, ns, key}, set)
+        end
+
+      {values, data} = Map.pop(state.data, ns, %{})
+      waiters = for {key, ids} <- keys, {from, _, _} <- Map.values(ids), do: {key, from}
+      why = if finished?(reason), do: "every store opened on it closed", else: "its last store #{inspect(handler)} ended: #{inspect(reason, limit: 5)}"
+
+      for {key, from} <- waiters do
+        GenServer.reply(from, {:error, Error.new(:unavailable, "key-value store: namespace #{inspect(ns)} was deleted (#{why}) while a get of #{inspect(key)} waited")})
       end
 
-      %{state | members: Map.delete(state.members, ns), data: Map.delete(state.data, ns), waiting: waiting, deadlines: deadlines}
+      if map_size(values) > 0 or waiters != [], do: report_deleted(state, ns, why, reason, map_size(values), length(waiters))
+      %{state | members: Map.delete(state.members, ns), data: data, waiting: waiting, deadlines: deadlines}
+    end
+  end
+
+  defp finished?(reason), do: reason in [:normal, :shutdown] or match?({:shutdown, _}, reason)
+
+  defp report_deleted(state, ns, why, reason, keys, waiters) do
+    message = "key-value store: #{inspect(state.cluster)} on #{node()} deleted namespace #{inspect(ns)} (#{why}): #{keys} key(s), #{waiters} waiting get(s) failed"
+
+    if finished?(reason) do
+      Logger.info(message)
+    else
+      Logger.warning(message)
+      Telemetry.execute([:plugboard, :key_value_store, :lost], %{keys: keys, waiters: waiters}, %{cluster: state.cluster, reason: reason, node: node(), namespace: ns})
     end
   end
 
