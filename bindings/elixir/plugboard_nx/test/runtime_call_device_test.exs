@@ -116,6 +116,37 @@ defmodule Plugboard.Nx.RuntimeCallDeviceTest do
         assert micros < 6_000_000
       end
 
+      test "on a client with 2 devices, a hook of a program on device 0 waiting for a runtime call may run on device 1; a shard_jit over both fails at once" do
+        {:ok, c} = Plugboard.open(unquote(path), [{"cpu_device_count", 2}])
+        me = self()
+        opts = [compiler: Plugboard.Nx, client: c, callback_timeout: 8_000]
+
+        on_device_1 = fn t ->
+          out = Nx.Defn.jit_apply(&Nx.add(&1, 1), [t[0][0..1]], compiler: Plugboard.Nx, client: c, device_id: 1, output_backend: Nx.BinaryBackend)
+          send(me, {:device_1, Nx.to_flat_list(out)})
+        end
+
+        Nx.Defn.jit_apply(&hook_then_call/1, [input(c, 1)], Keyword.put(opts, :hooks, %{probe: on_device_1}))
+        assert_received {:device_1, [_, _]}
+
+        mesh = %Nx.Mesh{name: "rows", shape: {2}}
+        sharded = fn t ->
+          args = for k <- 0..1, do: [Nx.slice_along_axis(t[0..3], 2 * k, 2)]
+          Nx.Defn.shard_jit(&Nx.add(&1, 1), mesh, compiler: Plugboard.Nx, client: c, input_shardings: [%{0 => [0]}]).(args)
+        end
+
+        {micros, error} =
+          :timer.tc(fn ->
+            assert_raise Plugboard.Error, fn -> Nx.Defn.jit_apply(&hook_then_call/1, [input(c, 1)], Keyword.put(opts, :hooks, %{probe: sharded})) end
+          end)
+
+        # Refused by Plugboard.Nx before the run: the NIF knows of a blocking call only once the
+        # program has reached it, after the hook's message went out.
+        assert Exception.message(error) =~ "Plugboard.Nx: device work on device 0"
+        assert Exception.message(error) =~ "would wait for itself"
+        assert micros < 6_000_000
+      end
+
       test "device work on the same client inside the function fails at once, naming the call", %{c: c} do
         pb = {Plugboard.Nx.Backend, client: c}
         fun = fn t -> t |> Nx.backend_transfer(pb) |> Nx.add(1) |> Nx.backend_transfer(Nx.BinaryBackend) end

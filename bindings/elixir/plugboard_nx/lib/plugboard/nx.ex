@@ -100,7 +100,7 @@ defmodule Plugboard.Nx do
           []
 
         _ ->
-          {ordered, blocking} = host_callbacks(hooks, Keyword.get(opts, :hooks, %{}), client)
+          {ordered, blocking} = host_callbacks(hooks, Keyword.get(opts, :hooks, %{}), {client, device || 0})
           [ordered: ordered, callbacks: blocking, device: device || 0] ++ Keyword.take(opts, [:callback_timeout])
       end
 
@@ -111,7 +111,7 @@ defmodule Plugboard.Nx do
         # Only the arguments the program reads are computed (lazy containers) and sent.
         args = if length(args) == length(used), do: args, else: for({a, i} <- Enum.with_index(args), i in used, do: a)
         buffers = Enum.map(args, &Backend.to_buffer(client, &1.(), device || 0)) ++ on_device(client, constants, device || 0)
-        refuse_inside_runtime_call(client)
+        refuse_inside_runtime_call(client, [device || 0])
         outputs = Plugboard.run!(exe, buffers, run_opts)
         BufferPressure.received(output_bytes)
 
@@ -209,7 +209,7 @@ defmodule Plugboard.Nx do
   # calling process too, whose answer the program goes on with. In a program with a runtime call, a
   # hook's callback runs on the host as a runtime call's function does (on_host/3): the program may
   # be waiting for a later runtime call's answer, which this process gives only after the hook.
-  defp host_callbacks(hooks, bound, client) do
+  defp host_callbacks(hooks, bound, place) do
     waits = Enum.any?(hooks, &(elem(&1, 0) == :runtime_call))
 
     Enum.reduce(hooks, {%{}, %{}}, fn
@@ -219,7 +219,7 @@ defmodule Plugboard.Nx do
         fun = fn %Plugboard.OrderedCall{operands: operands} ->
           cond do
             callback == nil -> :ok
-            waits -> on_host(client, target, fn -> callback.(from_host(template, operands)) end)
+            waits -> on_host(place, target, fn -> callback.(from_host(template, operands)) end)
             true -> callback.(from_host(template, operands))
           end
 
@@ -229,12 +229,12 @@ defmodule Plugboard.Nx do
         {Map.put(ordered, target, fun), blocking}
 
       {:runtime_call, target, fun, opts, in_template, out_template}, {ordered, blocking} ->
-        {ordered, Map.put(blocking, target, &runtime_call(&1, fun, opts, in_template, out_template, {target, client}))}
+        {ordered, Map.put(blocking, target, &runtime_call(&1, fun, opts, in_template, out_template, {target, place}))}
     end)
   end
 
-  defp runtime_call(operands, fun, opts, in_template, out_template, {target, client}) do
-    result = on_host(client, target, fn -> fun.(from_host(in_template, operands), opts) end)
+  defp runtime_call(operands, fun, opts, in_template, out_template, {target, place}) do
+    result = on_host(place, target, fn -> fun.(from_host(in_template, operands), opts) end)
 
     unless Nx.compatible?(out_template, result) do
       raise ArgumentError,
@@ -246,11 +246,14 @@ defmodule Plugboard.Nx do
 
   # A runtime call's function runs while its execution waits on the device for the answer. Its
   # tensors are Nx.BinaryBackend tensors and Nx.BinaryBackend is its default backend, so eager work
-  # there stays on the host (as EXLA's host tensors do). Device work on the same client is refused at
-  # once (refuse_inside_runtime_call/1): XLA's CPU client runs a device's asynchronous executions in
-  # order, so a new one would queue behind the execution that waits for this very function.
-  defp on_host(client, target, fun) do
-    previous = Process.put(@inside_runtime_call, {Plugboard.client_id(client), target})
+  # there stays on the host (as EXLA's host tensors do). Device work on the same device of the same
+  # client is refused at once (refuse_inside_runtime_call/2): XLA's CPU client runs a device's
+  # asynchronous executions in order, so a new one would queue behind the execution that waits for
+  # this very function; another device has its own queue. The NIF refuses a run from inside a
+  # blocking call the same way, but it knows only of blocking calls: a hook (an ordered call) of a
+  # program that will wait for a runtime call is marked here only.
+  defp on_host({client, device}, target, fun) do
+    previous = Process.put(@inside_runtime_call, {Plugboard.client_id(client), device, target})
 
     try do
       Nx.with_default_backend(Nx.BinaryBackend, fun)
@@ -259,16 +262,18 @@ defmodule Plugboard.Nx do
     end
   end
 
-  defp refuse_inside_runtime_call(client) do
-    with {id, target} <- Process.get(@inside_runtime_call),
-         true <- id == Plugboard.client_id(client) do
+  # Before a run of Plugboard.Nx (jit, and shard_jit over its `devices`) on `client`.
+  @doc false
+  def refuse_inside_runtime_call(client, devices) do
+    with {id, device, target} <- Process.get(@inside_runtime_call),
+         true <- id == Plugboard.client_id(client) and device in devices do
       raise Plugboard.Error,
         code: :failed_precondition,
         message:
-          "Plugboard.Nx: device work on client #{client.target} inside a host callback (#{target}) of a " <>
-            "program running on that client: the program waits on the device for the function's answer and the device " <>
+          "Plugboard.Nx: device work on device #{device} of client #{client.target} inside a host callback (#{target}) of a " <>
+            "program running on that device: the program waits on the device for the function's answer and the device " <>
             "would run this work only after it, so it would wait for itself. The function gets Nx.BinaryBackend tensors " <>
-            "(its default backend too): compute on the host there, or on another client"
+            "(its default backend too): compute on the host there, or on another device or client"
     else
       _ -> :ok
     end

@@ -60,6 +60,8 @@ defmodule Plugboard.Nx.Shard do
         Enum.map(args, &Backend.to_buffer(client, &1.(), device)) ++ Map.fetch!(constants, device)
       end
 
+    Plugboard.Nx.refuse_inside_runtime_call(client, devices)
+
     for outputs <- Plugboard.run_partitioned!(exe, lists) do
       {result, []} =
         Composite.traverse(output, outputs, fn template, [buffer | rest] ->
