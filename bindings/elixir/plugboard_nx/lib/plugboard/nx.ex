@@ -20,8 +20,11 @@ defmodule Plugboard.Nx do
     * `debug: true` — print the MLIR module when it is compiled;
     * `callback_timeout:` — how long the program waits for a `Nx.runtime_call/4` function's answer
       (ms or `:infinity`; default 60_000, `Plugboard.run/3`'s) before that call fails. While it waits,
-      the device's later executions (any process's) wait behind it: XLA's CPU client runs a device's
-      asynchronous executions in order. This bounds what a stuck function costs everyone else;
+      the later executions on its device (any process's, any program) wait behind it: XLA's CPU
+      client runs a device's asynchronous executions in order. Nothing else waits: compiles (the
+      host-callback self-test ran when the client was opened), copies to the device, reads of
+      computed tensors, other devices and other clients go on. This bounds what a stuck function
+      costs everyone else; a client with several CPU devices (`cpu_device_count`) confines it to one;
     * `max_concurrency:` — `Nx.Serving` partitions sharing one device (default: one partition per
       device of the client, each with its `device_id:`, as EXLA's);
     * `output_backend:` — a backend (`Nx.BinaryBackend`, or `{module, options}`) the results are
@@ -33,9 +36,9 @@ defmodule Plugboard.Nx do
   `Nx.runtime_call/4`'s function runs in the calling process while the program waits for its answer.
   It gets host tensors (`Nx.BinaryBackend`, as EXLA's) and runs with `Nx.BinaryBackend` as its
   default backend (restored afterwards), so eager Nx work in it stays on the host. Device work it
-  starts on the program's own client fails at once with a `Plugboard.Error` (`:failed_precondition`):
-  the device would run that work only after the execution waiting for the function, so it would wait
-  for itself. Hooks and `runtime_cast/3` are not waited for and may do device work, except in a
+  starts on the program's own device (a jit, or a `shard_jit` including it) fails at once with a
+  `Plugboard.Error` (`:failed_precondition`): the device would run that work only after the execution
+  waiting for the function, so it would wait for itself. Another device of the client is fine. Hooks and `runtime_cast/3` are not waited for and may do device work, except in a
   program that also makes a runtime call: there the program may be waiting for a later call's answer,
   which this process gives only after the hook, so a hook's function is held to the same rule.
   """
