@@ -533,10 +533,11 @@ defmodule Plugboard do
 
   A callback function that raises, throws or exits fails the execution with the reason; a handler
   process that dies fails its pending calls. While a blocking call waits for a process's answer, a
-  run that process starts on the same client fails at once with `:failed_precondition`: XLA's CPU
-  client may run the waiting execution in order with the device's others, so the new one would wait
-  for it, and it for the answer (compute on the operands, or on another client). A call that is not
-  answered holds the device's later executions until `callback_timeout:`.
+  run that process starts on the same device of the same client fails at once with
+  `:failed_precondition`: XLA's CPU client may run the waiting execution in order with the device's
+  others, so the new one would wait for it, and it for the answer (compute on the operands, or on
+  another device or client). A call that is not answered holds the later executions on its device
+  (any process's) until `callback_timeout:`, and nothing else (compiles, transfers, other devices).
   """
   @spec run(Executable.t(), [Buffer.t()], keyword()) :: result([Buffer.t()])
   def run(exe, args, opts \\ [])
