@@ -76,9 +76,31 @@ defmodule Plugboard.LaunchPolicyTest do
         assert exe.launch == :thread
       end
 
-      test "a sharding attribute launches on a thread", %{c: c} do
-        exe = Plugboard.compile!(c, plain("", ~s| {mhlo.sharding = "{replicated}"}|))
+      test "a sharding that may split an array launches on a thread", %{c: c} do
+        exe = Plugboard.compile!(c, plain("", ~s| {mhlo.sharding = "{devices=[2]0,1}"}|))
         assert exe.launch == :thread
+      end
+
+      test "a single-device JAX program (replicated shardings) starts inline", %{c: c} do
+        # What jax.jit(f).lower(x).as_text() writes for one device: one partition and replica, the
+        # argument and the result "{replicated}".
+        program = """
+        module @jit_f attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+          func.func public @main(%arg0: tensor<4xf32> {mhlo.sharding = "{replicated}"}) -> (tensor<4xf32> {jax.result_info = "result", mhlo.sharding = "{replicated}"}) {
+            %0 = stablehlo.add %arg0, %arg0 : tensor<4xf32>
+            return %0 : tensor<4xf32>
+          }
+        }
+        """
+
+        exe = Plugboard.compile!(c, program)
+        assert exe.devices == [0]
+        assert exe.launch == :inline, "a one-device program with replicated shardings would go to a thread"
+        x = Plugboard.buffer!(c, f32s([1, 2, 3, 4]), :f32, {4})
+        assert [y] = Plugboard.run!(exe, [x])
+        assert to_f32s(Plugboard.to_binary!(y)) == [2.0, 4.0, 6.0, 8.0]
+        # Whole on one device too: maximal.
+        assert Plugboard.compile!(c, plain("", ~s| {mhlo.sharding = "{maximal device=0}"}|)).launch == :inline
       end
     end
   end
