@@ -21,8 +21,9 @@ namespace {
 // What the library's resource objects look like. A new library takes over the objects an old one made
 // only when they are laid out alike: raise this whenever a resource struct (resources.h) changes.
 // 3: ClientResource's id and watchers, BufferResource's origin; the identity carries the client-id
-// counter. 4: the identity carries VmShared (ids, live counts, teardowns) instead.
-constexpr int kResourceLayout = 4;
+// counter. 4: the identity carries VmShared (ids, live counts, teardowns) instead. 5: VmShared counts
+// buffer destroys and message copies on schedulers (no destructor time).
+constexpr int kResourceLayout = 5;
 struct LibraryIdentity {
   const char* name;
   int resource_layout;

@@ -211,8 +211,8 @@ PB_NIF(nif_await_teardowns) {
   return atom(env, await_teardowns(std::chrono::milliseconds(ms)) ? "ok" : "timeout");
 }
 
-// %{client: n, executable: n, buffer: n, call: n, ...}: live native objects, and the time their
-// destructors have spent on normal schedulers
+// %{client: n, executable: n, buffer: n, call: n, ...}: live native objects, and what was done of
+// their teardown on normal schedulers (buffer destroys, watchers' message copies)
 PB_NIF(nif_resource_counts) {
   (void)argc;
   (void)argv;
@@ -224,7 +224,8 @@ PB_NIF(nif_resource_counts) {
                                                         {"gate", ResourceKind::kGate},
                                                         {"key_value_store", ResourceKind::kKeyValue}};
   for (const auto& [name, kind] : kinds) enif_make_map_put(env, map, atom(env, name), enif_make_int64(env, live_resources(kind)), &map);
-  enif_make_map_put(env, map, atom(env, "destructor_us_on_schedulers"), enif_make_int64(env, destructor_ns_on_schedulers() / 1000), &map);
+  enif_make_map_put(env, map, atom(env, "buffer_destroys_on_schedulers"), enif_make_int64(env, buffer_destroys_on_schedulers()), &map);
+  enif_make_map_put(env, map, atom(env, "message_copies_on_schedulers"), enif_make_int64(env, message_copies_on_schedulers()), &map);
   return map;
 }
 

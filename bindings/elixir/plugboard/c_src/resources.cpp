@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <ctime>
 #include <mutex>
 #include <type_traits>
 
@@ -21,11 +22,6 @@ ErlNifResourceType*& type_slot() {
   return type;
 }
 
-// The destructors' time on normal schedulers (destructor_ns_on_schedulers), each counted up to
-// kChargedAtMost: one that the OS preempted on a loaded machine is not charged the time it was off
-// the CPU, while destroys done on the scheduler still show (a PJRT_Buffer_Destroy takes microseconds).
-constexpr std::chrono::nanoseconds kChargedAtMost = std::chrono::microseconds(20);
-
 // This library's own: in use unless an older library's was handed on. Leaked: pool threads may use it
 // during static destruction.
 std::atomic<VmShared*> shared_in_use{new VmShared};
@@ -35,16 +31,10 @@ template <class T>
 void destroy(ErlNifEnv* env, void* memory) {
   auto* slot = static_cast<ResourceSlot<T>*>(memory);
   if (!slot->object) return;
-  // Run wherever the garbage collection runs, often a normal scheduler: timed there.
-  const bool on_scheduler = on_normal_scheduler();
-  const auto start = on_scheduler ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if constexpr (std::is_same_v<T, ClientResource>) slot->object->tell_watchers(env);
   delete slot->object;  // a destructor never throws (they are noexcept); the library's never block
   slot->object = nullptr;
   count_resource(kind_of<T>(), -1);
-  if (on_scheduler)
-    vm_shared().destroy_ns_on_schedulers.fetch_add(std::min<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start, kChargedAtMost).count(),
-                                       std::memory_order_relaxed);
 }
 
 void call_down(ErlNifEnv*, void* memory, ErlNifPid*, ErlNifMonitor*) {
@@ -73,7 +63,8 @@ std::string describe(const api::Buffer& b) {
 
 void count_resource(ResourceKind kind, int delta) { vm_shared().live[static_cast<int>(kind)].fetch_add(delta, std::memory_order_relaxed); }
 int64_t live_resources(ResourceKind kind) { return vm_shared().live[static_cast<int>(kind)].load(std::memory_order_relaxed); }
-int64_t destructor_ns_on_schedulers() { return vm_shared().destroy_ns_on_schedulers.load(std::memory_order_relaxed); }
+int64_t buffer_destroys_on_schedulers() { return vm_shared().buffer_destroys_on_schedulers.load(std::memory_order_relaxed); }
+int64_t message_copies_on_schedulers() { return vm_shared().message_copies_on_schedulers.load(std::memory_order_relaxed); }
 
 VmShared* vm_shared_in_use() { return shared_in_use.load(); }
 void use_vm_shared(VmShared* shared) {
@@ -208,13 +199,72 @@ void drop_later(BufferDrop drop) noexcept {
   }
   if (start) drop_off_scheduler(&drain_drops);
 }
+
+// Lets go of `buffer` on this thread; a destroy (the last reference) on a normal scheduler is counted
+// (buffer_destroys_on_schedulers). Another holder letting go at the same moment may make it uncounted.
+void release_here(std::shared_ptr<api::Buffer>& buffer) noexcept {
+  const bool counted = on_normal_scheduler() && buffer.use_count() == 1;
+  buffer.reset();
+  if (counted) vm_shared().buffer_destroys_on_schedulers.fetch_add(1, std::memory_order_relaxed);
+}
+
+// A burst of buffer drops on one normal scheduler thread (a garbage collection letting go of many:
+// the VM runs their destructors as aux work of that scheduler right after the collection, OTP's
+// nif_resource_dtor_prologue): its first kBurstInline small buffers, within kBurstTime, are destroyed
+// there, so that the few a step drops give their memory back then, not after whatever the drain has
+// queued (Plugboard.Nx's BufferPressure collects a process so that the next outputs reuse it); the
+// rest of the burst goes to the drain. The burst ends
+// when, after a pause of kPause, the thread is found to have done kOtherWork of CPU work since its last
+// drop (it ran something else), or after kIdle; a pause that is only the OS preempting the thread
+// (a loaded machine) does not end it, so a collection that drops 50,000 destroys kBurstInline here.
+constexpr int kBurstInline = 64;
+constexpr std::chrono::nanoseconds kBurstTime = std::chrono::microseconds(50);
+constexpr std::chrono::nanoseconds kPause = std::chrono::microseconds(50);
+constexpr std::chrono::nanoseconds kOtherWork = std::chrono::microseconds(50);
+constexpr std::chrono::nanoseconds kIdle = std::chrono::milliseconds(100);
+
+struct Burst {
+  int inline_drops = 0;
+  std::chrono::nanoseconds inline_time{0};
+  std::chrono::steady_clock::time_point last_drop{};  // when this thread's last drop ended
+  std::chrono::steady_clock::time_point cpu_read_at{};
+  std::chrono::nanoseconds cpu_at_read{-1};  // the thread's CPU time then (-1: never read)
+};
+thread_local Burst burst;
+
+std::chrono::nanoseconds thread_cpu_time() noexcept {
+  timespec t{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0) return std::chrono::nanoseconds(-1);
+  return std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec);
+}
+
+// Whether a drop starting `now` on this normal scheduler thread may destroy its buffer here.
+bool within_burst_budget(std::chrono::steady_clock::time_point now) noexcept {
+  Burst& b = burst;
+  if (now - b.last_drop >= kPause) {
+    // The CPU time read only after a pause (a system call): what the thread used since its last drop
+    // is at least what it used since the last reading, less the wall time from then to that drop.
+    const std::chrono::nanoseconds cpu = thread_cpu_time();
+    const bool other_work = cpu.count() >= 0 && b.cpu_at_read.count() >= 0 &&
+                            cpu - b.cpu_at_read - (b.last_drop - b.cpu_read_at) >= kOtherWork;
+    if (other_work || now - b.last_drop >= kIdle || b.cpu_at_read.count() < 0) {
+      b.inline_drops = 0;
+      b.inline_time = std::chrono::nanoseconds(0);
+    }
+    b.cpu_at_read = cpu;
+    b.cpu_read_at = now;
+  }
+  return b.inline_drops < kBurstInline && b.inline_time < kBurstTime;
+}
 }  // namespace
 
 void dispose(std::shared_ptr<api::Buffer> buffer) noexcept {
-  // Off a normal scheduler, or small: dropped here. (Whether this is the last reference is not asked:
-  // another holder may let go at the same moment.)
-  if (!buffer || !on_normal_scheduler() || buffer->byte_size() <= kDirtyCopyBytes) return;
-  drop_later({std::move(buffer), nullptr});
+  // Large on a normal scheduler: to the drain (releasing many pages can take milliseconds). Otherwise
+  // dropped here. (Whether this is the last reference is not asked: another holder may let go at the
+  // same moment.)
+  if (!buffer) return;
+  if (on_normal_scheduler() && buffer->byte_size() > kDirtyCopyBytes) return drop_later({std::move(buffer), nullptr});
+  release_here(buffer);
 }
 
 ClientResource::ClientResource(std::shared_ptr<const api::Client> c)
@@ -225,6 +275,7 @@ Status ClientResource::watch(const ErlNifPid& pid, ERL_NIF_TERM message) {
   if (!watcher->env) return make_error(Code::kResourceExhausted, "no environment to keep the message in");
   watcher->pid = pid;
   watcher->message = enif_make_copy(watcher->env.get(), message);
+  if (on_normal_scheduler()) vm_shared().message_copies_on_schedulers.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard lock(mutex_);
   watchers_.push_back(std::move(watcher));
   return ok();
@@ -248,10 +299,30 @@ ExecutableResource::~ExecutableResource() {
   });
 }
 
-// Run by the garbage collector, wherever it runs: every buffer, however small, goes to the batches
-// (counted among the teardowns from any thread, a delivery thread's included).
+// Run where the VM runs the destructor (aux work of the collecting scheduler). On a normal scheduler:
+// a small buffer within the burst's budget is destroyed here, any other goes to the drain. On a dirty
+// scheduler: here. On any other thread (a delivery thread letting go
+// of the last reference): to the drain, counted among the teardowns.
 BufferResource::~BufferResource() {
-  if (buffer) drop_later({std::move(buffer), std::move(client)});
+  if (!buffer) return;
+  switch (enif_thread_type()) {
+    case ERL_NIF_THR_NORMAL_SCHEDULER: {
+      const auto start = std::chrono::steady_clock::now();
+      if (buffer->byte_size() <= kDirtyCopyBytes && within_burst_budget(start)) {
+        release_here(buffer);
+        burst.last_drop = std::chrono::steady_clock::now();
+        ++burst.inline_drops;
+        burst.inline_time += burst.last_drop - start;
+      } else {
+        drop_later({std::move(buffer), std::move(client)});
+        burst.last_drop = std::chrono::steady_clock::now();
+      }
+      return;
+    }
+    case ERL_NIF_THR_DIRTY_CPU_SCHEDULER:
+    case ERL_NIF_THR_DIRTY_IO_SCHEDULER: release_here(buffer); return;
+    default: drop_later({std::move(buffer), std::move(client)}); return;
+  }
 }
 
 Expected<std::shared_ptr<api::Buffer>> BufferResource::use(std::string_view as) {

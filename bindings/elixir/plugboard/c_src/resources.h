@@ -30,7 +30,7 @@ std::shared_ptr<const api::Client> guard_client(std::shared_ptr<const api::Clien
 
 // Drops a reference to a buffer; the last one of a large buffer dropped on a scheduler goes to a
 // launch-pool thread (releasing many pages can take milliseconds), batched with the buffers the
-// garbage collector lets go of (~BufferResource: all of them go there, a collection may drop
+// garbage collector lets go of past a burst's first few (~BufferResource: a collection may drop
 // thousands at once).
 void dispose(std::shared_ptr<api::Buffer> buffer) noexcept;
 // Waits up to `limit` for the teardowns handed to the launch pool (clients, executables, buffers)
@@ -98,7 +98,7 @@ struct BufferResource {
   enum class Gone { kNo, kDonated, kFreed };
   BufferResource(std::shared_ptr<api::Buffer> b, std::shared_ptr<const api::Client> c, BufferOrigin o)
       : client(std::move(c)), buffer(std::move(b)), origin(o) {}
-  ~BufferResource();  // the buffer and the client go on a launch-pool thread, batched
+  ~BufferResource();  // the buffer goes here (a burst's first few, or a dirty scheduler) or to the drain
   std::shared_ptr<const api::Client> client;  // declared first: destroyed after the buffer
   std::mutex mutex;
   std::shared_ptr<api::Buffer> buffer;  // null once gone
@@ -176,11 +176,12 @@ template <class T>
 constexpr ResourceKind kind_of();
 void count_resource(ResourceKind kind, int delta);
 int64_t live_resources(ResourceKind kind);
-// Nanoseconds that resource destructors (run by the garbage collector) have spent on normal
-// schedulers, all together, for the life of the library; each destructor counts 20 µs at most (the
-// rest of a longer one is the OS's preemption on a loaded machine, or a destroy on the scheduler that
-// shows anyway).
-int64_t destructor_ns_on_schedulers();
+// Device buffers destroyed (PJRT_Buffer_Destroy: the last reference let go of) on a normal scheduler
+// thread, for the life of the VM: a collection's first few (see ~BufferResource) and free/1's small
+// ones. What the tests check a collection that drops thousands costs its scheduler.
+int64_t buffer_destroys_on_schedulers();
+// Messages notify_when_dropped/3 copied on a normal scheduler thread (0 while it is a dirty NIF).
+int64_t message_copies_on_schedulers();
 
 struct Teardowns {
   std::mutex mutex;
@@ -197,7 +198,8 @@ struct Teardowns {
 struct VmShared {
   std::atomic<uint64_t> client_ids{0};  // the last id given (client_id/1)
   std::atomic<int64_t> live[static_cast<int>(ResourceKind::kCount)]{};
-  std::atomic<int64_t> destroy_ns_on_schedulers{0};
+  std::atomic<int64_t> buffer_destroys_on_schedulers{0};
+  std::atomic<int64_t> message_copies_on_schedulers{0};
   // The teardowns handed to the launch pool and not finished yet, so that the VM's stop can let them
   // finish before exit(): a plugin's objects destroyed while exit() tears down the plugin's own
   // statics crash it (the 0.106 plugin aborted in ~ExecutionEngine).
