@@ -285,9 +285,12 @@ defmodule Plugboard do
 
   @doc """
   Live native objects by kind (`%{client: n, executable: n, buffer: n, call: n, ...}`): a leak check;
-  and `destructor_us_on_schedulers`, the microseconds the garbage collector's destructors of these
-  objects have spent on normal schedulers since the library loaded (their native teardown runs on
-  plugboard's threads, batched).
+  and two counts since the VM loaded the NIF: `buffer_destroys_on_schedulers`, the device buffers
+  destroyed (their last reference let go of) on a normal scheduler thread, and
+  `message_copies_on_schedulers`, the `notify_when_dropped/3` messages copied on one. The garbage
+  collector's destructors run on the collecting scheduler: a scheduler destroys the first 64 small
+  buffers of a burst (at most 50 µs of them) itself and hands the rest, and any buffer over 1 MiB, to
+  plugboard's threads, batched; a burst ends once the scheduler has run other work.
   """
   @spec native_objects() :: %{atom() => non_neg_integer()}
   def native_objects, do: Native.resource_counts()

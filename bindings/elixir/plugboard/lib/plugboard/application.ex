@@ -98,8 +98,10 @@ defmodule Plugboard.Application do
 
   @impl true
   def stop(_state) do
-    # The booted client is let go of here, so that its teardown is among those awaited: erasing the
-    # term alone frees it only once every process has been scanned for it, after the wait.
+    # The booted client's term is let go of here, so that the client's teardown is among those
+    # awaited: erasing the term alone frees it only once every process has been scanned for it, after
+    # the wait. Executables and buffers made from it hold the native client too: one still held by a
+    # live process keeps the client past the wait (the README says so).
     case :persistent_term.get({Plugboard, :boot}, nil) do
       %{client: %Plugboard.Client{} = client} -> Plugboard.close(client)
       _ -> :ok
