@@ -56,6 +56,20 @@ TEST(LapackWorkspace, TheSlackNeverPassesTheLargestLapackInteger) {
   EXPECT_EQ(*size, INT_MAX);
 }
 
+TEST(LapackWorkspace, AFloatAnswerOfExactly2To31IsAnySizeUpToIntMaxRoundedAndGetsIntMax) {
+  // Every size in (2^31 - 64, 2^31 - 1] comes back from a float query as 2^31 (rounded up or to
+  // nearest): LAPACK's integer held it, so INT_MAX covers it.
+  EXPECT_EQ(static_cast<float>(INT_MAX), 2147483648.0f);
+  EXPECT_EQ(static_cast<float>(INT_MAX - 63), 2147483648.0f);
+  auto size = workspace_size<float>("plugboard_lapack_sgesdd", 2147483648.0f);
+  ASSERT_TRUE(size) << size.error().to_string();
+  EXPECT_EQ(*size, INT_MAX);
+  // The next float above it is no rounding of a LAPACK integer: refused.
+  size = workspace_size<float>("plugboard_lapack_sgesdd", std::nextafter(2147483648.0f, 1e30f));
+  ASSERT_FALSE(size);
+  EXPECT_EQ(size.error().code(), Code::kOutOfRange);
+}
+
 TEST(LapackWorkspace, AnAnswerAboveIntMaxIsRefusedNamingTheTargetAndTheSize) {
   for (double n : {2147483648.0, 4e9, 1e30}) {
     auto size = workspace_size<double>("plugboard_lapack_dgesdd", n);
@@ -133,6 +147,24 @@ std::string an_unprintable_variable_is_spelled_out() {
   if (line.find("PLUGBOARD_LAPACK=/x\\e[2J\\nforged not read") == std::string::npos) return line;
   return "";
 }
+
+// describe() (a boot report's line) opens nothing: neither PLUGBOARD_LAPACK's library nor the
+// system's is mapped after it, and it names what the first LAPACK call will open.
+std::string describing_opens_nothing() {
+  setenv("PLUGBOARD_LAPACK", kBogus, 1);
+  std::string line = describe();
+  if (mapped(kBogus)) return "describe() opened " + std::string(kBogus);
+  if (line != "LAPACK: " + std::string(kBogus) + ", opened at its first use (from PLUGBOARD_LAPACK)") return line;
+  ignore_environment();
+  line = describe();
+  if (mapped("liblapack")) return "describe() opened the system's LAPACK";
+  if (line != "LAPACK: liblapack.so.3, opened at its first use (liblapack.so.3 on the loader's path; PLUGBOARD_LAPACK=" +
+                  std::string(kBogus) + " not read: use_environment is false)")
+    return line;
+  return "";
+}
+
+TEST(LapackLibrary, DescribingLapackForABootReportOpensNothingAndNamesWhatWillBeOpened) { IN_CHILD(describing_opens_nothing()); }
 
 TEST(LapackLibrary, PlugboardLapackIsOpenedWhenTheEnvironmentIsRead) { IN_CHILD(environment_is_read()); }
 

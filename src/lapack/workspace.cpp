@@ -25,7 +25,9 @@ Expected<Int> workspace_size(const char* target, T queried) {
   constexpr long double kMax = std::numeric_limits<Int>::max();
   if (!(queried >= 0))
     return make_error(Code::kInternal, std::string(target) + ": LAPACK's workspace query answered " + spelled(queried));
-  if (static_cast<long double>(queried) > kMax)
+  // The largest answer a true size of at most INT_MAX can come back as: INT_MAX rounded into T (for a
+  // float 2^31, which is how it rounds any size in (2^31 - 64, 2^31 - 1]); only above it is refused.
+  if (queried > static_cast<T>(std::numeric_limits<Int>::max()))
     return make_error(Code::kOutOfRange, std::string(target) + ": LAPACK asks for a workspace of " + spelled(queried) +
                                              " elements, more than its " + std::to_string(sizeof(Int) * 8) +
                                              "-bit integer can count (" + std::to_string(std::numeric_limits<Int>::max()) +

@@ -16,7 +16,8 @@ namespace plugboard::lapack {
 // whichever way LAPACK rounded it into T, i.e. the next T above `queried`, rounded up to an integer
 // (one element of slack where T holds the size exactly), at most INT_MAX (LAPACK computed the size
 // in its integer type, so the true size is never more). OUT_OF_RANGE, naming `target`, for an
-// answer above what the integer type can count; INTERNAL for a negative or NaN answer.
+// answer above INT_MAX as T holds it (a float's 2^31 is INT_MAX rounded, and gets INT_MAX); INTERNAL
+// for a negative or NaN answer.
 template <class T>
 Expected<Int> workspace_size(const char* target, T queried);
 
