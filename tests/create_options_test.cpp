@@ -76,6 +76,19 @@ TEST_P(CreateOptionsTest, AnOptionPlugboardDoesNotKnowReachesThePluginAndARefusa
   EXPECT_NE(m.find("with cpu_device_count = 2, no_such_option = \"x\""), std::string::npos) << m;
 }
 
+TEST_P(CreateOptionsTest, AnOptionNameOrValueHoldingControlCharactersIsSpelledOutInTheError) {
+  // A name plugboard does not know reaches the plugin; 0.115 refuses it, and plugboard's part of the
+  // error (the options it was given) spells out the ESC of "\e[2J" (a terminal would clear its screen).
+  auto client = Client::open(GetParam().path, {{"no_such\x1b[2J", std::string("x\x1b[2J")}});
+  if (GetParam().pjrt_minor < 115) {
+    ASSERT_TRUE(client) << client.error().to_string();
+    return;
+  }
+  ASSERT_FALSE(client);
+  const std::string m = client.error().to_string();
+  EXPECT_NE(m.find("with no_such\\e[2J = \"x\\e[2J\""), std::string::npos) << m;
+}
+
 INSTANTIATE_TEST_SUITE_P(CpuPlugins, CreateOptionsTest, ::testing::ValuesIn(cpu_plugins()),
                          [](const auto& info) { return info.param.name; });
 

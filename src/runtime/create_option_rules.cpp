@@ -7,6 +7,8 @@
 #include <optional>
 #include <string_view>
 
+#include "base/terminal_text.h"
+
 namespace plugboard {
 
 namespace {
@@ -53,18 +55,9 @@ std::string_view type_of(const NamedValueData& v) {
   }
 }
 
+// A value as a message writes it; a string's control characters spelled out (terminal_safe).
 std::string spelled(const NamedValueData& v) {
-  if (const auto* s = std::get_if<std::string>(&v)) {
-    std::string quoted = "\"";
-    for (unsigned char c : *s) {
-      if (c == '"' || c == '\\') quoted += '\\', quoted += static_cast<char>(c);
-      else if (c < 0x20 || c == 0x7f) {
-        static constexpr char kHex[] = "0123456789abcdef";
-        quoted += "\\x", quoted += kHex[c >> 4], quoted += kHex[c & 15];
-      } else quoted += static_cast<char>(c);
-    }
-    return quoted + "\"";
-  }
+  if (const auto* s = std::get_if<std::string>(&v)) return "\"" + terminal_safe(*s) + "\"";
   if (const auto* f = std::get_if<float>(&v)) {
     char text[32];
     std::snprintf(text, sizeof text, "%.9g", static_cast<double>(*f));
@@ -117,7 +110,7 @@ Status check_create_options(const std::vector<NamedValue>& options, const std::s
   for (const NamedValue& o : options) {
     const auto* rule = std::find_if(std::begin(kRules), std::end(kRules), [&](const Rule& r) { return r.name == o.name; });
     if (rule == std::end(kRules) || accepts(*rule, o.value)) continue;
-    return invalid_argument("create option " + o.name + " = " + spelled(o.value) + " (" + std::string(type_of(o.value)) +
+    return invalid_argument("create option " + terminal_safe(o.name) + " = " + spelled(o.value) + " (" + std::string(type_of(o.value)) +
                             ") for " + plugin + ": must be " + allowed(*rule) +
                             " (plugboard checks it before the plugin sees it)");
   }
@@ -127,7 +120,7 @@ Status check_create_options(const std::vector<NamedValue>& options, const std::s
 std::string describe_create_options(const std::vector<NamedValue>& options) {
   if (options.empty()) return "no create options";
   std::string s;
-  for (const NamedValue& o : options) s += (s.empty() ? "" : ", ") + o.name + " = " + spelled(o.value);
+  for (const NamedValue& o : options) s += (s.empty() ? "" : ", ") + terminal_safe(o.name) + " = " + spelled(o.value);
   return s;
 }
 
