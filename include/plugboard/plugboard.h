@@ -70,8 +70,9 @@ struct SelectionSettings {
   std::optional<std::filesystem::path> bundle;
   // Read PLUGBOARD_PLUGIN_PATH / PJRT_NAMES_AND_LIBRARY_PATHS for candidates, and PLUGBOARD_TARGET,
   // PLUGBOARD_TARGETS, PLUGBOARD_PROBES, PLUGBOARD_ISOLATE for the policy (what is set here wins).
-  // boot() with false also stops PLUGBOARD_LAPACK being read, for the process (LAPACK is then
-  // liblapack.so.3 from the loader's path; a CPU boot's report notes name the file).
+  // A boot() with false that succeeds also stops PLUGBOARD_LAPACK being read, for the process and for
+  // good (LAPACK is then liblapack.so.3 from the loader's path; a CPU boot's report notes name it;
+  // the boot does not open it).
   bool use_environment = true;
   std::optional<std::string> target;    // explicit: that one or fail
   std::vector<std::string> preference;  // ordered fallback; empty: by priority (accelerators first)
@@ -467,7 +468,7 @@ class Client {
   // _dsyevd: symmetric eigendecomposition; _sgesdd, _dgesdd: SVD; src/lapack/kernels.h says what
   // they take and give): before compiling programs that call them. CPU plugins only (UNIMPLEMENTED
   // elsewhere); LAPACK is the system's liblapack.so.3 (PLUGBOARD_LAPACK: another, unless a boot with
-  // use_environment false ran in this process: its report's notes name the file), opened at the
+  // use_environment false succeeded in this process: its report's notes name it), opened at the
   // first call (NOT_FOUND without it). Later calls cost a lookup.
   PLUGBOARD_API Status declare_lapack() const noexcept;
 

@@ -69,14 +69,16 @@ Expected<Report> discover(const SelectionSettings& settings) noexcept {
 
 Expected<Boot> boot(const SelectionSettings& settings) noexcept {
   return no_throw("boot", [&]() -> Expected<Boot> {
-    // A boot confined to its bundle takes nothing from the environment: not PLUGBOARD_LAPACK either.
-    if (!settings.use_environment) lapack::ignore_environment();
     PB_ASSIGN_OR_RETURN(bundle::BootOptions options, boot_options(settings));
     PB_ASSIGN_OR_RETURN(bundle::Boot b, bundle::boot(options));
+    // A boot confined to its bundle takes nothing from the environment: not PLUGBOARD_LAPACK either
+    // (from its success on; a failed boot leaves the process as it was).
+    if (!settings.use_environment && b.selection.client) lapack::ignore_environment();
     Boot out;
     out.status = b.selection.status();
     out.report = to_report(b.selection.report, std::move(b.notes));
-    // A CPU client's eigh and SVD may call LAPACK: the report names the file and where it came from.
+    // A CPU client's eigh and SVD may call LAPACK: the report names it and where it comes from (it is
+    // opened at the first call, not here).
     if (b.selection.client && b.selection.client->platform_name() == "cpu") out.report.notes.push_back(lapack::describe());
     if (b.selection.client) {
       std::vector<compile_cache::PrecompiledFile> precompiled;

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -68,14 +70,31 @@ Expected<const Library*> open_library(bool use_environment) {
   return library.release();  // for the life of the process, as the handle
 }
 
-// One outcome per source, each opened at its first use.
+// One outcome per source, each opened at its first use (never by describe()).
+struct Source {
+  std::once_flag once;
+  std::optional<Expected<const Library*>> outcome;
+  std::atomic<bool> opened{false};  // outcome is set
+};
+
+Source& source(bool use_environment) {
+  static Source from_environment, from_system;
+  return use_environment ? from_environment : from_system;
+}
+
 const Expected<const Library*>& library(bool use_environment) {
-  if (use_environment) {
-    static const Expected<const Library*> from_environment = open_library(true);
-    return from_environment;
-  }
-  static const Expected<const Library*> from_system = open_library(false);
-  return from_system;
+  Source& s = source(use_environment);
+  std::call_once(s.once, [&] {
+    s.outcome.emplace(open_library(use_environment));
+    s.opened.store(true, std::memory_order_release);
+  });
+  return *s.outcome;
+}
+
+// The outcome if that source was opened already, else null (nothing is opened here).
+const Expected<const Library*>* if_opened(bool use_environment) {
+  Source& s = source(use_environment);
+  return s.opened.load(std::memory_order_acquire) ? &*s.outcome : nullptr;
 }
 
 bool environment_read() { return !g_ignore_environment.load(std::memory_order_acquire); }
@@ -99,9 +118,11 @@ std::string describe() noexcept {
     else why = std::string(kSystemName) + " on the loader's path";
     if (!use_environment && !env.empty())
       why += std::string("; ") + kVariable + "=" + terminal_safe(env) + " not read: use_environment is false";
-    const Expected<const Library*>& lib = library(use_environment);
-    if (!lib) return "LAPACK: none (" + why + "): " + terminal_safe(lib.error().message());
-    return "LAPACK: " + terminal_safe((*lib)->file) + " (" + why + ")";
+    const Expected<const Library*>* lib = if_opened(use_environment);
+    // Not opened yet: named as it will be opened, at the first LAPACK call (a boot loads nothing).
+    if (!lib) return "LAPACK: " + terminal_safe(requested(use_environment)) + ", opened at its first use (" + why + ")";
+    if (!*lib) return "LAPACK: none (" + why + "): " + terminal_safe(lib->error().message());
+    return "LAPACK: " + terminal_safe((**lib)->file) + " (" + why + ")";
   } catch (...) {
     return "LAPACK: not described (out of memory)";
   }

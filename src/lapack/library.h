@@ -41,14 +41,17 @@ template <> inline Gesdd<double>* Functions::gesdd<double>() const { return dges
 Expected<const Functions*> functions();
 
 // From now on PLUGBOARD_LAPACK is not read: functions() is liblapack.so.3 on the loader's path. A
-// boot confined to its bundle (SelectionSettings::use_environment false) calls it, for the whole
-// process: LAPACK's kernels are process-wide. Kernels already running keep the table they have.
+// boot confined to its bundle (SelectionSettings::use_environment false) calls it once it has
+// succeeded, for the whole process and for good: LAPACK's kernels are process-wide, so the confined
+// client's kernels would otherwise take PLUGBOARD_LAPACK after a later boot that reads the
+// environment. Kernels already running keep the table they have.
 void ignore_environment() noexcept;
 
-// One line for a boot report, after opening LAPACK as functions() does: the file the loader opened
-// (past symbolic links) and why that one ("LAPACK: /usr/lib/x86_64-linux-gnu/lapack/liblapack.so.3.11.0 (liblapack.so.3
-// on the loader's path; PLUGBOARD_LAPACK=/x not read: use_environment is false)"), or why there is
-// none. Values from the environment are spelled out (terminal_safe).
+// One line for a boot report, opening nothing: once functions() opened LAPACK, the file the loader
+// opened (past symbolic links) and why that one ("LAPACK: /usr/lib/x86_64-linux-gnu/lapack/liblapack.so.3.11.0
+// (liblapack.so.3 on the loader's path; PLUGBOARD_LAPACK=/x not read: use_environment is false)"), or
+// why there is none; before, what will be opened ("LAPACK: liblapack.so.3, opened at its first use
+// (...)"). Values from the environment are spelled out (terminal_safe).
 std::string describe() noexcept;
 
 }  // namespace plugboard::lapack
