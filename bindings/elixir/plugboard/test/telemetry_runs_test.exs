@@ -48,6 +48,25 @@ defmodule Plugboard.TelemetryRunsTest do
     assert eventually(fn -> in_flight() == before end), "in_flight stayed at #{in_flight()} (#{before} before)"
   end
 
+  test "a run launched while the summary is not registered leaves no row behind", %{large: large, big: big} do
+    before = in_flight()
+    summary = Process.whereis(Summary)
+    # The summary between two lives: its table is there, its name is not (a restart's window).
+    true = Process.unregister(Summary)
+
+    try do
+      caller = abandon(large, [big, big], 1)
+      ref = Process.monitor(caller)
+      Process.exit(caller, :kill)
+      assert_receive {:DOWN, ^ref, :process, ^caller, :killed}
+      assert :ets.lookup(Summary, caller) == [], "the caller's row stayed: #{inspect(:ets.lookup(Summary, caller))}"
+    after
+      Process.register(summary, Summary)
+    end
+
+    assert in_flight() == before
+  end
+
   test "an awaited run is in flight until its await, once", %{large: large, big: big} do
     before = in_flight()
     {:ok, run} = Plugboard.run_async(large, [big, big])

@@ -96,22 +96,30 @@ defmodule Plugboard.Telemetry.Summary do
   @doc false
   # In the process that launched a run on a thread (Plugboard.Telemetry.run_launched/1): one more in
   # flight on its row; the first row of a process asks this one to watch it. False when there is no
-  # table (the summary is not running): the run is not counted, and its await takes nothing off.
+  # table or no registered summary (it is not running, or restarting): the run is not counted, and
+  # its await takes nothing off. A first row whose summary cannot be told is taken back: nobody would
+  # remove it when the process exits.
   def run_launched do
     pid = self()
 
     cond do
       :ets.whereis(@table) == :undefined -> false
-      :ets.insert_new(@table, {pid, 1}) ->
-        send(__MODULE__, {:watch, pid})
-        true
-
+      :ets.insert_new(@table, {pid, 1}) -> watched(pid)
       true ->
         :ets.update_counter(@table, pid, 1)
         true
     end
   rescue
     ArgumentError -> false
+  end
+
+  defp watched(pid) do
+    send(__MODULE__, {:watch, pid})
+    true
+  rescue
+    ArgumentError ->
+      :ets.delete(@table, pid)
+      false
   end
 
   @doc false
