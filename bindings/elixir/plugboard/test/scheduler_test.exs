@@ -15,8 +15,9 @@ defmodule Plugboard.SchedulerTest do
   # plugboard calls is charged nothing, and a call that does hold its scheduler is still caught.
   #
   # A NIF call can still be descheduled by the OS for 5 ms in its few microseconds: a workload
-  # whose run has counted events is run again, up to three runs, and fails only when every run had
-  # counted events (a NIF that holds the scheduler holds it every time).
+  # whose run has counted events is run again, up to three runs, and fails when the same function
+  # counted in two runs (a NIF that holds the scheduler, on every call or one in four, does it
+  # again; SchedulerWatch.recurring/1).
   use ExUnit.Case, async: false
   import Plugboard.TestSupport
   alias Plugboard.TestSupport.SchedulerWatch
@@ -152,54 +153,40 @@ defmodule Plugboard.SchedulerTest do
       "#{n.(:worker)} long schedules of workers outside plugboard's calls, #{n.(:other)} of other processes"
   end
 
-  # Runs `workload` under the watch: a run with counted events is followed by another, up to @runs.
-  # Returns {the first run's result, [each run's events]}.
+  # Runs `workload` under the watch: a run with counted events is followed by another, up to @runs
+  # (SchedulerWatch.repeat/3). Returns {the first run's result, [each run's events]}.
   @runs 3
   defp watched_runs(label, workload, timed) do
-    {result, events} = watched_run(workload, timed)
-    IO.puts("\n[scheduler] #{label}: held a normal scheduler >= #{@limit_ms} ms: #{summary(events)}")
-    if SchedulerWatch.counted(events) != [], do: IO.puts(SchedulerWatch.describe(SchedulerWatch.counted(events)))
-    {result, confirm(label, workload, timed, [events])}
+    SchedulerWatch.repeat(fn -> watched_run(workload, timed) end, fn i, events ->
+      IO.puts("\n[scheduler] #{label}, run #{i}: held a normal scheduler >= #{@limit_ms} ms: #{summary(events)}")
+      if SchedulerWatch.counted(events) != [], do: IO.puts(SchedulerWatch.describe(SchedulerWatch.counted(events)))
+    end, @runs)
   end
 
-  # Asserts that plugboard held no normal scheduler for @limit_ms or more: fails when every run had
-  # counted events. Returns the first run's result.
+  # Asserts that plugboard held no normal scheduler for @limit_ms or more: fails when one function
+  # counted in two runs (SchedulerWatch.recurring/1). Returns the first run's result.
   defp assert_holds_no_scheduler(label, workload, timed \\ [{Plugboard.Native, :_, :_}]) do
     {result, runs} = watched_runs(label, workload, timed)
 
-    if held_every_time?(runs) do
-      flunk(
-        "#{label}: plugboard held a normal scheduler for #{@limit_ms} ms or more, in each of #{length(runs)} runs:\n" <>
-          (runs |> Enum.with_index(1) |> Enum.map_join("\n", fn {e, i} -> "  run #{i}:\n" <> SchedulerWatch.describe(SchedulerWatch.counted(e)) end))
-      )
+    if (recurring = SchedulerWatch.recurring(runs)) != [] do
+      flunk("#{label}: plugboard held a normal scheduler for #{@limit_ms} ms or more, in #{length(runs)} runs:\n" <>
+              SchedulerWatch.describe_recurring(recurring))
     end
 
     result
   end
 
-  defp held_every_time?(runs), do: Enum.all?(runs, &(SchedulerWatch.counted(&1) != []))
-
-  defp confirm(label, workload, timed, [last | _] = runs) do
-    if SchedulerWatch.counted(last) == [] or length(runs) == @runs do
-      Enum.reverse(runs)
-    else
-      {_, events} = watched_run(workload, timed)
-      IO.puts("[scheduler] #{label}, run #{length(runs) + 1}: #{summary(events)}")
-      if SchedulerWatch.counted(events) != [], do: IO.puts(SchedulerWatch.describe(SchedulerWatch.counted(events)))
-      confirm(label, workload, timed, [events | runs])
-    end
-  end
-
   # Heavy artificial load while `fun` runs: two busy processes per scheduler in this VM and two busy
-  # OS processes per core (`timeout` ends them if this VM does not), stopped by their ids after.
+  # OS processes per core, niced (10) so that the rest of the machine still gets its share. They are
+  # stopped by their ids as soon as `fun` returns; `timeout` ends them after @load_backstop_s if this
+  # VM does not (it died meanwhile).
+  @load_backstop_s 60
   defp under_load(fun) do
     spinners = for _ <- 1..(System.schedulers_online() * 2), do: spawn(fn -> spin(0) end)
     cores = :erlang.system_info(:logical_processors_available)
     cores = if is_integer(cores), do: cores, else: System.schedulers_online()
-
-    ports =
-      for _ <- 1..(cores * 2),
-          do: Port.open({:spawn_executable, System.find_executable("timeout")}, [:binary, args: ["120", "sh", "-c", "while :; do :; done"]])
+    args = ["#{@load_backstop_s}", "nice", "-n", "10", "sh", "-c", "while :; do :; done"]
+    ports = for _ <- 1..(cores * 2), do: Port.open({:spawn_executable, System.find_executable("timeout")}, [:binary, args: args])
 
     try do
       fun.()
@@ -373,19 +360,25 @@ defmodule Plugboard.SchedulerTest do
     end
 
     # A worker of Elixir code (sorting, building binaries) with small plugboard calls in between (an
-    # inline run, a small buffer): about a second of work that a loaded machine stretches and
-    # interrupts. (Not to_binary/1: a small buffer_to_binary waits in the CPU plugin for up to ~5 ms
-    # even on a quiet machine, p90 2 ms under this load: that is a hold of its own, see the notes.)
-    defp elixir_and_small_calls(c, add, x) do
-      for i <- 1..40 do
-        sorted = Enum.sort(for _ <- 1..20_000, do: :rand.uniform())
-        bin = :erlang.term_to_binary(sorted)
-        [y] = Plugboard.run!(add, [x, x])
-        z = Plugboard.buffer!(c, binary_part(bin, 0, 16), :f32, {4})
+    # inline run, a small buffer), each next to a call of the watch's control: about a second of work
+    # that a loaded machine stretches and interrupts. (Not to_binary/1: XLA's CPU client hands even a
+    # 16-byte copy to its own thread pool inside PJRT_Buffer_ToHostBuffer, waking its workers; under
+    # this load the call then takes 5-80 ms in a quarter to three quarters of the calls: a hold of
+    # its own, not fixed yet.) `hold_every`:
+    # every that many iterations, the worker makes a call that holds its scheduler
+    # (erlang:make_tuple/2 of 8 million elements fills them in one go: tens of ms); the other
+    # iterations make the same call small.
+    @iterations 100
+    defp elixir_and_small_calls(c, add, x, hold_every \\ nil) do
+      for i <- 1..@iterations do
+        sorted = Enum.sort(for _ <- 1..5_000, do: :rand.uniform())
+        bin = SchedulerWatch.control(:erlang.term_to_binary(sorted))
+        [y] = SchedulerWatch.control(Plugboard.run!(add, [x, x]))
+        z = SchedulerWatch.control(Plugboard.buffer!(c, binary_part(bin, 0, 16), :f32, {4}))
+        _ = if hold_every, do: tuple_size(:erlang.make_tuple(if(rem(i, hold_every) == 0, do: 8_000_000, else: 8), 0))
         {i, y.shape, z.shape}
       end
     end
-
 
     test "under heavy load, a worker of Elixir code and small plugboard calls is charged nothing", %{c: c, add: add, x: x} do
       {results, runs} =
@@ -394,20 +387,19 @@ defmodule Plugboard.SchedulerTest do
                        [{Plugboard.Native, :_, :_}])
         end)
 
-      assert length(results) == 40
+      assert length(results) == @iterations
       # What the load did to the worker's own schedules (a long_schedule notice anywhere in its
       # code: what these tests counted before, and failed on when every run had one), for the record.
       IO.puts("[scheduler] under load: long schedules of the worker outside plugboard's calls, per run: " <>
-                inspect(for events <- runs, do: Enum.count(events, &(&1.kind == :worker))))
-      refute held_every_time?(runs), "charged for the load: " <> SchedulerWatch.describe(SchedulerWatch.counted(List.last(runs)))
+                inspect(for(events <- runs, do: Enum.count(events, &(&1.kind == :worker))), charlists: :as_lists))
+      assert SchedulerWatch.recurring(runs) == [], "charged for the load:\n" <> SchedulerWatch.describe_recurring(SchedulerWatch.recurring(runs))
     end
 
-    test "under the same load, a call that holds its scheduler is still caught", %{c: c, add: add, x: x} do
-      # No plugboard NIF holds a scheduler (the rest of this file), so the watch times a call that
-      # does: erlang:make_tuple/2 of 8 million elements fills them in one go on the caller's
-      # scheduler (tens of ms), between the same Elixir code and plugboard calls.
-      timed = [{Plugboard.Native, :_, :_}, {:erlang, :make_tuple, 2}]
+    # No plugboard NIF holds a scheduler (the rest of this file), so the watch times a call that does,
+    # between the same Elixir code and plugboard calls.
+    @make_tuple [{Plugboard.Native, :_, :_}, {:erlang, :make_tuple, 2}]
 
+    test "under the same load, a call that holds its scheduler is still caught", %{c: c, add: add, x: x} do
       {_, runs} =
         under_load(fn ->
           watched_runs("under load: a call that holds its scheduler", fn ->
@@ -415,11 +407,28 @@ defmodule Plugboard.SchedulerTest do
               _ = elixir_and_small_calls(c, add, x)
               tuple_size(:erlang.make_tuple(8_000_000, 0))
             end)
-          end, timed)
+          end, @make_tuple)
         end)
 
-      assert length(runs) == @runs and held_every_time?(runs)
-      for events <- runs, do: assert(Enum.any?(SchedulerWatch.counted(events), &match?(%{kind: :held, in: {:erlang, :make_tuple, 2}}, &1)))
+      assert {_, per_run} = List.keyfind(SchedulerWatch.recurring(runs), {:erlang, :make_tuple, 2}, 0),
+             "not caught:\n" <> SchedulerWatch.describe_recurring(SchedulerWatch.recurring(runs))
+      assert length(per_run) >= 2
+    end
+
+    test "under the same load, a call that holds its scheduler on one call in four is caught", %{c: c, add: add, x: x} do
+      {_, runs} =
+        under_load(fn ->
+          watched_runs("under load: a call that holds on one call in four", fn ->
+            in_worker(fn -> elixir_and_small_calls(c, add, x, 4) end)
+          end, @make_tuple)
+        end)
+
+      # (The worker's garbage collections of those tuples may count too: they are not plugboard's.)
+      assert {_, per_run} = List.keyfind(SchedulerWatch.recurring(runs), {:erlang, :make_tuple, 2}, 0),
+             "not caught:\n" <> SchedulerWatch.describe_recurring(SchedulerWatch.recurring(runs))
+      assert length(per_run) >= 2
+      # A quarter of the calls held it, in each run that counted.
+      for {_, events} <- per_run, do: assert(length(events) >= div(@iterations, 8))
     end
   end
 end
