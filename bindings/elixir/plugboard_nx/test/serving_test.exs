@@ -6,6 +6,7 @@ defmodule Plugboard.ServingTest do
   # follows load per weight (or weight alone for :weighted).
   use ExUnit.Case, async: false
   import Plugboard.Nx.Case
+  import Bitwise
   alias Plugboard.Serving
   alias Plugboard.Serving.Router
 
@@ -131,11 +132,20 @@ defmodule Plugboard.ServingTest do
     assert eventually(fn -> match?([%{load: 0}], Router.members(name)) end, 5_000)
   end
 
+  test "without template:, a batching serving answers requests of other shapes sent one after another (as Nx.Serving does)",
+       %{name: name, client: client} do
+    start_supervised!({Serving, serving: serving(&Model.affine/1, name), name: name, client: client, batch_size: 4})
+
+    for entry <- [[1.0, 2.0, 3.0], [1.0], [1.0, 2.0], [4.0, 5.0, 6.0]] do
+      assert {:ok, out} = Serving.run(name, Nx.Batch.stack([Nx.tensor(entry)]))
+      assert Nx.to_flat_list(out) == Enum.map(entry, &(2 * &1 + 1))
+    end
+  end
+
   test "a request whose shape differs from the serving's template fails alone, naming both; its batch runs", %{name: name, client: client} do
-    start_supervised!({Serving, serving: serving(&Model.affine/1, name), name: name, client: client, batch_size: 16, batch_timeout: 300})
+    start_supervised!({Serving, serving: serving(&Model.affine/1, name), name: name, client: client, batch_size: 16, batch_timeout: 300,
+                       template: Nx.template({3}, :f32)})
     good = fn i -> Nx.Batch.stack([Nx.tensor([i * 1.0, 0.0, 0.0])]) end
-    # The template: learned from the first request answered (an entry of f32 {3}).
-    assert {:ok, _} = Serving.run(name, good.(0))
 
     results =
       1..16
@@ -152,7 +162,7 @@ defmodule Plugboard.ServingTest do
     expected = for i <- Enum.reject(1..16, &(&1 == 8)), do: {:ok, [2.0 * i + 1, 1.0, 1.0]}
     assert Enum.map(goods, fn {:ok, t} -> {:ok, Nx.to_flat_list(t)}; other -> other end) == expected
 
-    # A template given at start: the first request is checked too.
+    # The first request is checked too, whatever the batch size.
     other = :"#{name}_template"
     start_supervised!({Serving, serving: serving(&Model.affine/1, name), name: other, client: client, template: Nx.template({3}, :f32)})
     assert {:error, {:serving, _, message}} = Serving.run(other, Nx.Batch.stack([Nx.tensor([1, 2, 3])]))
@@ -168,6 +178,43 @@ defmodule Plugboard.ServingTest do
     assert eventually(fn -> GenServer.call(member, :info).load == 2 end)
     Enum.each(halves, &Process.exit(&1, :kill))
     assert eventually(fn -> GenServer.call(member, :info).load == 0 end, 2_000)
+  end
+
+  test "requests killed anywhere in track/untrack, many times over, leave the load at 0", %{name: name, client: client} do
+    start_supervised!({Serving, serving: serving(&Model.affine/1, name), name: name, client: client})
+    [member] = :pg.get_members(Plugboard.Cluster.scope(), {:serving, name})
+
+    # Each process counts itself in and out as fast as it can (up to 2000 times, then waits) and is
+    # killed after about 1 ms. A process is killed where it was preempted, at a function call: some
+    # between a step of track/1 and the next, or of untrack/1 (e.g. right before its last write).
+    loop = fn
+      _loop, 0 -> Process.sleep(:infinity)
+      loop, n -> {_, token} = Plugboard.Serving.Member.track(name); Plugboard.Serving.Member.untrack(token); loop.(loop, n - 1)
+    end
+
+    for _round <- 1..10 do
+      pids = for _ <- 1..20, do: spawn(fn -> loop.(loop, 2_000) end)
+      Process.sleep(1)
+      Enum.each(Enum.shuffle(pids), &Process.exit(&1, :kill))
+    end
+
+    # (The member may have many thousands of messages to go through first.)
+    load = fn -> GenServer.call(member, :info, 60_000).load end
+    assert eventually(fn -> load.() == 0 end, 10_000), "load #{load.()}"
+  end
+
+  test "a member failing :info for ages backs off at most 30 s (the shift is bounded, the router lives)", %{name: name} do
+    silent = fake_member(name, :silent)
+    router = Process.whereis(Router)
+    assert Router.members(name) == []
+    # Learning started and the member watched; then its answer comes back failed after very many tries.
+    assert eventually(fn -> :ets.tab2list(Router) |> Enum.any?(&match?({{:learning, ^name, ^silent}}, &1)) end)
+    send(Router, {:learned, name, silent, 1 <<< 40, {:silent, "no :info answer"}})
+    assert Router.members(name) == []
+    assert Process.whereis(Router) == router and Process.alive?(router)
+    _ = :sys.get_state(Router)
+    assert Process.whereis(Router) == router and Process.alive?(router)
+    assert Router.backoff_ms(1 <<< 40) == 30_000 and Router.backoff_ms(0) == 1_000 and Router.backoff_ms(3) == 8_000
   end
 
   test "the load driver: closed loop keeps `concurrency` outstanding, open loop sends at `rate`" do

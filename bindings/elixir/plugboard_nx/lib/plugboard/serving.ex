@@ -22,12 +22,11 @@ defmodule Plugboard.Serving do
     * a `Plugboard.Serving.Member` in the cluster's directory that tells callers the node's target,
       devices, weight and whether the serving is idempotent, and publishes its load (requests in
       progress) as it changes.
-    * each request checked against the serving's template before it joins a batch: one of another
-      shape or type fails alone, in its caller, naming the expected and the given shapes (`Nx.Serving`
-      would merge it into a batch and fail every request of that batch). `template:` gives it (an
-      `Nx.template/2` of one entry, or a container of them); without it, it is learned from the first
-      request answered when `batch_size` is above 1; `template: false` checks nothing
-      (`Plugboard.Serving.Template`).
+    * with `template:` (an `Nx.template/2` of one entry, or a container of them), each request
+      checked against it before it joins a batch: one of another shape or type fails alone, in its
+      caller, naming the expected and the given shapes (`Nx.Serving` would merge it into a batch and
+      fail every request of that batch). Without `template:` nothing is checked, as in `Nx.Serving`:
+      requests of other shapes sent one after another are answered (`Plugboard.Serving.Template`).
   Other options (`batch_size`, `batch_timeout`, `partitions`, ...) go to `Nx.Serving`.
 
   ## From any node: `run/3`
@@ -95,8 +94,6 @@ defmodule Plugboard.Serving do
          {:ok, client} <- client(name, opts[:client]),
          {:ok, template} <- template(opts),
          {:ok, info} <- node_info(client, opts) do
-      # Nothing to check where no two requests are merged (Nx.Serving's default batch_size is 1).
-      template = if template == nil and Keyword.get(opts, :batch_size, 1) == 1, do: false, else: template
       serving = serving |> portable_replies() |> Template.checked(name, template)
 
       nx_opts =

@@ -6,8 +6,12 @@ defmodule Plugboard.Serving.Member do
   the node's load — requests taken and not yet answered — to every node's router
   (`Plugboard.Serving.Router`) when it changes, at most once every `publish_ms` (default 5 ms): one
   small message per router per change, and once a second when nothing changes. Each request in
-  progress is counted by the process that runs it (`track/1`) and counted down when it is answered
-  (`untrack/1`), or by the member when that process ends without it (one killed while it waits).
+  progress is counted by the process that runs it: `track/1` hands the member a one-slot flag set to
+  1 (the member watches the process), `untrack/1` sets it to 0 when the request is answered, and the
+  load is the number of flags at 1 among the processes the member watches. Each side is one
+  operation, so a process killed anywhere (before its flag reached the member, between the two,
+  after untrack/1) is counted for exactly as long as it is in progress: the member drops its flag on
+  its :DOWN.
   """
   use GenServer
 
@@ -22,13 +26,14 @@ defmodule Plugboard.Serving.Member do
   # Counts the calling process as a request in progress on this node for `name` until untrack/1, or
   # until it ends, however it ends (killed included: the member watches it). Returns {where, token}:
   # %{node, target} (what the caller is told of where its request ran) and what untrack/1 takes; nil
-  # when this node does not serve `name`.
+  # when this node does not serve `name`. A kill before the send leaves nothing to count down.
   def track(name) do
     case :persistent_term.get({__MODULE__, name}, nil) do
-      {counter, member, where} ->
-        :atomics.add(counter, 1, 1)
-        send(member, {:track, self()})
-        {where, {counter, member}}
+      {member, where} ->
+        flag = :atomics.new(1, [])
+        :ok = :atomics.put(flag, 1, 1)
+        send(member, {:track, self(), flag})
+        {where, flag}
 
       nil ->
         nil
@@ -36,26 +41,20 @@ defmodule Plugboard.Serving.Member do
   end
 
   @doc false
-  # The request answered: counted down now (the load is right when the caller hears back). The
-  # member forgets the process first: its :untrack arrives before its :DOWN (signals from one process
-  # to another keep their order), so the request is counted down once.
-  def untrack({counter, member}) do
-    send(member, {:untrack, self()})
-    :atomics.sub(counter, 1, 1)
-    :ok
-  end
+  # The request answered: no longer counted from this one write on (the load is right when the caller
+  # hears back); the member drops the flag at the process's :DOWN.
+  def untrack(flag), do: :atomics.put(flag, 1, 0)
 
   @impl true
   def init(opts) do
     name = Keyword.fetch!(opts, :name)
-    counter = :atomics.new(1, signed: true)
     info = Map.merge(Keyword.fetch!(opts, :info), %{name: name, node: node()})
-    :persistent_term.put({__MODULE__, name}, {counter, self(), %{node: node(), target: info[:target]}})
+    :persistent_term.put({__MODULE__, name}, {self(), %{node: node(), target: info[:target]}})
     :ok = :pg.join(Plugboard.Cluster.scope(), {:serving, name}, self())
     Process.flag(:trap_exit, true)
     send(self(), :publish)
     interval = Keyword.get(opts, :publish_ms, 5)
-    {:ok, %{name: name, info: info, counter: counter, published: nil, interval: interval, ticks: 0, requests: %{}}}
+    {:ok, %{name: name, info: info, published: nil, interval: interval, ticks: 0, requests: %{}}}
   end
 
   @impl true
@@ -81,20 +80,13 @@ defmodule Plugboard.Serving.Member do
     {:noreply, %{state | ticks: ticks}}
   end
 
-  # A request counted by track/1: counted down when its process ends without untrack/1.
-  def handle_info({:track, pid}, state) do
-    {:noreply, put_in(state.requests[pid], Process.monitor(pid))}
+  # A request counted by track/1 (while its flag is 1), watched until it ends.
+  def handle_info({:track, pid, flag}, state) do
+    {:noreply, put_in(state.requests[Process.monitor(pid)], flag)}
   end
 
-  def handle_info({:untrack, pid}, state) do
-    {ref, requests} = Map.pop(state.requests, pid)
-    if ref, do: Process.demonitor(ref, [:flush])
-    {:noreply, %{state | requests: requests}}
-  end
-
-  def handle_info({:DOWN, _, :process, pid, _}, state) when is_map_key(state.requests, pid) do
-    :atomics.sub(state.counter, 1, 1)
-    {:noreply, %{state | requests: Map.delete(state.requests, pid)}}
+  def handle_info({:DOWN, ref, :process, _pid, _}, state) when is_map_key(state.requests, ref) do
+    {:noreply, %{state | requests: Map.delete(state.requests, ref)}}
   end
 
   def handle_info(_other, state), do: {:noreply, state}
@@ -102,9 +94,9 @@ defmodule Plugboard.Serving.Member do
   @impl true
   def terminate(_reason, state) do
     :persistent_term.erase({__MODULE__, state.name})
-    Plugboard.Serving.Template.forget(state.name)
     :ok
   end
 
-  defp load(state), do: :atomics.get(state.counter, 1)
+  # Requests in progress: flags still at 1 (one read per request, every publish tick).
+  defp load(state), do: Enum.count(state.requests, fn {_ref, flag} -> :atomics.get(flag, 1) == 1 end)
 end

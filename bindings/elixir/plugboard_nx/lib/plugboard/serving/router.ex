@@ -155,6 +155,13 @@ defmodule Plugboard.Serving.Router do
   @info_timeout_ms 1_000
   @backoff_ms 1_000
   @max_backoff_ms 30_000
+  # 1_000 <<< 5 is past @max_backoff_ms already.
+  @max_backoff_shift 5
+
+  @doc false
+  # 1, 2, 4 ... 30 s after the failures so far; the shift is capped too (a member failing for days
+  # would otherwise make an ever larger integer, and past 2^32 or so a system_limit raise).
+  def backoff_ms(failures), do: min(@backoff_ms <<< min(failures, @max_backoff_shift), @max_backoff_ms)
 
   @impl true
   def init(_) do
@@ -203,7 +210,7 @@ defmodule Plugboard.Serving.Router do
       true ->
         {_, why} = answer
         state = log_once(state, pid, answer, "plugboard: serving #{inspect(name)}: member #{inspect(pid)} on #{node(pid)} left out: #{why}")
-        Process.send_after(self(), {:relearn, name, pid, failures + 1}, min(@backoff_ms <<< failures, @max_backoff_ms))
+        Process.send_after(self(), {:relearn, name, pid, failures + 1}, backoff_ms(failures))
         {:noreply, state}
     end
   end
