@@ -552,7 +552,9 @@ defmodule Plugboard.KeyValueStoreTest do
     SchedulerWatch.trace(watch, caller)
     send(caller, :go)
     assert_receive {:done, ^caller, _}, 20_000
-    watch |> SchedulerWatch.stop([caller]) |> SchedulerWatch.counted()
+    events = SchedulerWatch.stop(watch, [caller])
+    assert SchedulerWatch.timed_calls(events) > 0, "the watch timed none of the caller's plugboard calls"
+    SchedulerWatch.counted(events)
   end
 
   describe "a client opened with a store" do

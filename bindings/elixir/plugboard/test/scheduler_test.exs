@@ -149,7 +149,7 @@ defmodule Plugboard.SchedulerTest do
     c = SchedulerWatch.counted(events)
     max = c |> Enum.map(& &1.ms) |> Enum.max(fn -> 0 end)
     n = fn kind -> Enum.count(events, &(&1.kind == kind)) end
-    "#{length(c)} counted (max #{max} ms; #{n.(:held)} timed calls); not counted: #{n.(:stretched)} stretched calls, " <>
+    "#{length(c)} counted (max #{max} ms; #{n.(:held)} held calls, of #{SchedulerWatch.timed_calls(events)} timed); not counted: #{n.(:stretched)} stretched calls, " <>
       "#{n.(:worker)} long schedules of workers outside plugboard's calls, #{n.(:other)} of other processes"
   end
 
@@ -167,6 +167,8 @@ defmodule Plugboard.SchedulerTest do
   # counted in two runs (SchedulerWatch.recurring/1). Returns the first run's result.
   defp assert_holds_no_scheduler(label, workload, timed \\ [{Plugboard.Native, :_, :_}]) do
     {result, runs} = watched_runs(label, workload, timed)
+    # The watch must have timed the workload's calls, or it would pass anything.
+    assert SchedulerWatch.timed_calls(hd(runs)) > 0, "#{label}: the watch timed none of the workload's calls"
 
     if (recurring = SchedulerWatch.recurring(runs)) != [] do
       flunk("#{label}: plugboard held a normal scheduler for #{@limit_ms} ms or more, in #{length(runs)} runs:\n" <>

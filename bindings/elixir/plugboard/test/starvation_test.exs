@@ -289,6 +289,7 @@ defmodule Plugboard.StarvationTest do
           if (c = SchedulerWatch.counted(events)) != [], do: IO.puts("[starvation] plain run #{i}:\n" <> SchedulerWatch.describe(c))
         end)
 
+      assert SchedulerWatch.timed_calls(hd(watched)) > 0, "the watch timed none of the plain run's plugboard calls"
       assert SchedulerWatch.recurring(watched) == [], SchedulerWatch.describe_recurring(SchedulerWatch.recurring(watched))
     after
       release(handler, runs)

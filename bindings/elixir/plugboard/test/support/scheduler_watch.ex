@@ -107,7 +107,15 @@ defmodule Plugboard.TestSupport.SchedulerWatch do
       end)
 
     monitored = for {who, info} <- collect_monitor([]), do: classify(who, info, watch.timed -- [@control], traced)
-    held ++ monitored
+    # What was timed at all, one :timed event per function with its number of calls: a watch that
+    # timed none of plugboard's calls (tracing not attached) would pass anything (timed_calls/1).
+    timed = for {mfa, group} <- groups, mfa != @control, do: %{kind: :timed, who: nil, ms: 0, in: mfa, out: mfa, calls: length(group)}
+    held ++ monitored ++ timed
+  end
+
+  @doc "How many calls of timed functions (the control and collections left out) a run's events saw."
+  def timed_calls(events) do
+    for %{kind: :timed, in: {m, _, _}, calls: n} <- events, m != :garbage_collection, reduce: 0, do: (acc -> acc + n)
   end
 
   @doc "The events that count against plugboard."
