@@ -65,7 +65,12 @@ defmodule Plugboard.DropSchedulerTest do
     # What Plugboard.Nx's BufferPressure relies on: a step's dropped outputs give their memory back
     # at the scheduler's next aux work after the collection, not after whatever a drain thread has
     # queued (another process's burst of thousands).
-    assert drop_buffers(client, 8) == 8
+    # The first drop of a fresh burst is always destroyed here; the next ones while the burst's time
+    # budget (50 us) lasts: all 8 on a quiet machine, fewer where a destroy is slow (ASan, a loaded
+    # machine). Queued all (the code before): 0.
+    destroys = drop_buffers(client, 8)
+    assert destroys >= 1, "none of 8 dropped buffers was destroyed on its scheduler: all went to the drain queue"
+    IO.puts("[drop] 8 dropped buffers: #{destroys} destroyed on the collecting scheduler")
   end
 
   test "notify_when_dropped/3 copies its message off the normal schedulers" do
