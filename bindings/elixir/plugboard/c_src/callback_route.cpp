@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <atomic>
 #include <mutex>
 #include <thread>
 
@@ -131,6 +132,7 @@ struct AnsweringEntry {
 };
 std::mutex g_answering_mutex;  // taken before a gate's own lock, never the other way round
 std::vector<AnsweringEntry> g_answering;
+std::atomic<int> g_answering_count{0};  // g_answering's size, read without the lock
 
 // Lists a call for as long as send_blocking waits for it.
 class Answering {
@@ -138,10 +140,12 @@ class Answering {
   explicit Answering(AnsweringEntry entry) : call_(entry.call) {
     std::lock_guard lock(g_answering_mutex);
     g_answering.push_back(entry);  // may throw bad_alloc: send_blocking reports it
+    g_answering_count.fetch_add(1, std::memory_order_relaxed);
   }
   ~Answering() {
     std::lock_guard lock(g_answering_mutex);
-    std::erase_if(g_answering, [&](const AnsweringEntry& e) { return e.call == call_; });
+    g_answering_count.fetch_sub(static_cast<int>(std::erase_if(g_answering, [&](const AnsweringEntry& e) { return e.call == call_; })),
+                                std::memory_order_relaxed);
   }
   Answering(const Answering&) = delete;
   Answering& operator=(const Answering&) = delete;
@@ -223,6 +227,8 @@ Status send_ordered(const ExecutionRoutes& routes, const ErlNifPid& pid, const O
 }
 
 }  // namespace
+
+bool anyone_answering() noexcept { return g_answering_count.load(std::memory_order_relaxed) > 0; }
 
 bool answering_for(const ErlNifPid& pid, const void* client, std::span<const int> devices) {
   std::lock_guard lock(g_answering_mutex);

@@ -79,6 +79,9 @@ struct ExecutionRoutes {
 // until the call's time limit. nif_execute refuses it at once instead. Another device of the same
 // client has its own queue: work there is not refused.
 bool answering_for(const ErlNifPid& pid, const void* client, std::span<const int> devices);
+// Whether any blocking call is waiting for its answer at all (one atomic load): the execute path
+// asks answering_for, which locks, only then.
+bool anyone_answering() noexcept;
 
 // The bytes of a :bool element must be 0 or 1 (XLA reads any other byte differently per plugin).
 Status check_bool_bytes(std::span<const unsigned char> bytes, std::string_view what);

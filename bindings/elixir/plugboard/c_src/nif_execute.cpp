@@ -260,8 +260,8 @@ PB_NIF(nif_execute) {
     }
     auto caller = get_pid(env, argv[6], "caller");
     if (!caller) return make_error(env, caller.error());
-    const std::vector<int> devices = run_devices(exe->executable, static_cast<int>(*device));
-    if (answering_for(*caller, exe->client.get(), devices)) return make_error(env, waits_for_itself());
+    if (anyone_answering() && answering_for(*caller, exe->client.get(), run_devices(exe->executable, static_cast<int>(*device))))
+      return make_error(env, waits_for_itself());
 
     Launch here{exe->client, exe->executable, {}, {}, nullptr};
     here.options.device = static_cast<int>(*device);
@@ -272,7 +272,7 @@ PB_NIF(nif_execute) {
       auto routes = std::make_shared<ExecutionRoutes>();
       routes->gate = gate;
       routes->client = exe->client.get();
-      routes->device = devices.front();
+      routes->device = run_devices(exe->executable, static_cast<int>(*device)).front();
       routes->routes = std::move(*route_list);
       routes->blocking_limit = limit;
       auto receiver = make_receiver(std::move(routes));
@@ -416,7 +416,8 @@ PB_NIF(nif_execute_partitioned) {
     if (!donate) return make_error(env, donate.error());
     auto caller = get_pid(env, argv[3], "caller");
     if (!caller) return make_error(env, caller.error());
-    if (answering_for(*caller, exe->client.get(), exe->executable.devices())) return make_error(env, waits_for_itself());
+    if (anyone_answering() && answering_for(*caller, exe->client.get(), exe->executable.devices()))
+      return make_error(env, waits_for_itself());
 
     auto launch = std::make_shared<PartitionedLaunch>(exe->executable);
     launch->options.donate = std::move(*donate);
