@@ -7,6 +7,14 @@ defmodule Plugboard.OpenTimeoutTest do
 
   defp live_clients, do: Plugboard.native_objects().client
 
+  # The count to compare with: earlier tests' clients that are garbage (or still being torn down)
+  # would otherwise go while this test waits, and hide a client that stayed.
+  defp settled_count do
+    for pid <- Process.list(), do: :erlang.garbage_collect(pid)
+    :ok = Plugboard.Native.await_teardowns(30_000)
+    live_clients()
+  end
+
   defp settled(expected, tries \\ 50) do
     :erlang.garbage_collect()
     cond do
@@ -18,7 +26,7 @@ defmodule Plugboard.OpenTimeoutTest do
 
   test "a late client is let go of, and no reply reaches the caller" do
     plugin = fault_plugin("fault_well_formed")
-    before = live_clients()
+    before = settled_count()
     assert {:error, %Plugboard.Error{code: :deadline_exceeded, message: message}} =
              Plugboard.open(plugin, [{"fault", "slow:400"}], timeout: 20)
     assert message =~ "within 20 ms"
@@ -29,7 +37,7 @@ defmodule Plugboard.OpenTimeoutTest do
 
   test "a caller that dies during the open takes the opening process with it; the client is let go of" do
     plugin = fault_plugin("fault_well_formed")
-    before_clients = live_clients()
+    before_clients = settled_count()
     before_processes = MapSet.new(Process.list())
     me = self()
     caller = spawn(fn -> send(me, {:opened, Plugboard.open(plugin, [{"fault", "slow:1500"}], timeout: :infinity)}) end)
