@@ -89,8 +89,10 @@ defmodule Plugboard.Nx do
 
     {exe, output, used, hooks, constants, output_bytes} =
       Cache.get_or_compile(client, cache_key, fn ->
-        {expr, output} = devectorized_output(fun.(vars))
         params = vars |> Composite.flatten_list() |> Enum.map(&Nx.devectorize/1)
+        Backend.check_types!(params, "argument")
+        {expr, output} = devectorized_output(fun.(vars))
+        Backend.check_types!(Composite.flatten_list([expr]), "result")
         # Nx.LinAlg's eigh and svd call LAPACK on a CPU client (Plugboard.Nx.LinAlg).
         annotations = %{lapack: Plugboard.Nx.LinAlg.lapack?(client), args: Donation.aliases(params, donated, Composite.flatten_list([expr]))}
         {text, _, used, hooks, constants} = Emitter.to_mlir(params, expr, bound_hooks, annotations)
