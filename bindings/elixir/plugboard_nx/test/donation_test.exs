@@ -85,6 +85,16 @@ defmodule Plugboard.Nx.DonationTest do
         assert Nx.to_flat_list(w) |> Enum.uniq() == [25.0]
       end
 
+      test "a donated argument returned as is, beside another output of its shape", %{c: c} do
+        x = on(c, Nx.iota({16}, type: :f32))
+        y = on(c, Nx.iota({16}, type: :f32))
+        {same, sum} = Nx.Defn.jit_apply(fn x, y -> {x, Nx.add(x, y)} end, [Nx.donatable(x), y], compiler: Plugboard.Nx, client: c)
+        assert Nx.to_flat_list(same) == Enum.map(0..15, &(1.0 * &1))
+        assert Nx.to_flat_list(sum) == Enum.map(0..15, &(2.0 * &1))
+        assert_donated(x)
+        assert Nx.to_flat_list(y) == Enum.map(0..15, &(1.0 * &1))
+      end
+
       test "a donated argument with no output of its shape is still given up", %{c: c} do
         x = on(c, Nx.iota({16}, type: :f32))
         assert Nx.to_number(Nx.Defn.jit_apply(&Nx.sum/1, [Nx.donatable(x)], compiler: Plugboard.Nx, client: c)) == 120.0

@@ -65,12 +65,14 @@ defmodule Plugboard.Nx.Donation do
   def run_donate(positions, tensors, buffers) do
     tensors = List.to_tuple(tensors)
     buffers_t = List.to_tuple(buffers)
+    # One pass, however many arguments a model has.
+    passed = Enum.frequencies_by(buffers, & &1.resource)
 
     Enum.filter(positions, fn pos ->
       buffer = elem(buffers_t, pos)
 
       match?(%Nx.Tensor{data: %Backend{buffer: ^buffer}}, elem(tensors, pos)) and
-        Enum.count(buffers, &(&1.resource == buffer.resource)) == 1 and Plugboard.donatable?(buffer)
+        Map.fetch!(passed, buffer.resource) == 1 and Plugboard.donatable?(buffer)
     end)
   end
 
