@@ -253,10 +253,25 @@ func.func public @main(%a: tensor<256xf32> {)mlir") + attribute + R"mlir(}, %b: 
     EXPECT_FALSE(a.valid());
     auto read = a.to_host();
     ASSERT_FALSE(read);
-    EXPECT_NE(read.error().message().find("donated"), std::string::npos) << read.error().to_string();
+    EXPECT_EQ(read.error().code(), Code::kFailedPrecondition);
+    EXPECT_NE(read.error().message().find("the f32[256] buffer was donated to an execution"), std::string::npos)
+        << read.error().to_string();
     auto address = a.device_pointer();
     ASSERT_FALSE(address);
-    EXPECT_NE(address.error().message().find("donated"), std::string::npos) << address.error().to_string();
+    EXPECT_NE(address.error().message().find("buffer was donated"), std::string::npos) << address.error().to_string();
+    auto again = exe->execute(args);
+    ASSERT_FALSE(again);
+    EXPECT_NE(again.error().message().find("argument 0 of"), std::string::npos) << again.error().to_string();
+    EXPECT_NE(again.error().message().find("(f32[256]) was donated to an earlier execution"), std::string::npos)
+        << again.error().to_string();
+    // A buffer that is merely empty does not claim it was donated; one given a new buffer is no longer donated.
+    Buffer moved = std::move(b);
+    auto empty = b.to_host();
+    ASSERT_FALSE(empty);
+    EXPECT_EQ(empty.error().message().find("donated"), std::string::npos) << empty.error().to_string();
+    a = std::move(moved);
+    EXPECT_FALSE(a.donated());
+    EXPECT_EQ(read_f32(a), std::vector<float>(256, 2.0f));
   }
 }
 
