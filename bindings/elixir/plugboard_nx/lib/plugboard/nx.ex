@@ -41,6 +41,14 @@ defmodule Plugboard.Nx do
   waiting for the function, so it would wait for itself. Another device of the client is fine. Hooks and `runtime_cast/3` are not waited for and may do device work, except in a
   program that also makes a runtime call: there the program may be waiting for a later call's answer,
   which this process gives only after the hook, so a hook's function is held to the same rule.
+
+  Side effects (`Nx.io_call/2,3` and `print_value` on Nx 1.0, `hook` on Nx 0.13; see
+  `Plugboard.Nx.Features`) are ordered host calls run in the calling process, in program order, inside
+  `while` and `cond` too. `hooks: %{name => fun}` (Nx 1.0 passes the option on every call, a map;
+  each value a function of one argument, or nil) overrides the named ones; a named one without a
+  callback that `hooks:` does not bind is left out of the program. A callback that raises, throws or
+  exits makes the call fail with that same exception once the execution is over; the side effects
+  after it in the program are not called.
   """
   @behaviour Nx.Defn.Compiler
   @inside_runtime_call {__MODULE__, :inside_runtime_call}
@@ -204,11 +212,11 @@ defmodule Plugboard.Nx do
   Calls `fun.(tensors, opts)` in the calling process for its side effects, without the program
   waiting for it: the non-blocking form of `Nx.runtime_call/4`, for calls whose results the program
   does not need (logging, metrics, progress). Returns `tensor_or_container` unchanged: go on with
-  the returned value, as with `Nx.Defn.Kernel.hook/2` (a cast whose result nothing uses is dropped
-  from the program, as Nx drops such hooks).
+  the returned value, as with `Nx.io_call/2` (`hook/2` on Nx 0.13; a cast whose result nothing uses
+  is dropped from the program, as Nx drops such side effects).
 
   Inside `defn` it is an ordered host call, in program order with the hooks and runtime calls around
-  it (a `Nx.Defn.Kernel.hook/2` whose function also gets `opts`); the tensors arrive as
+  it (an `Nx.io_call/2` whose function also gets `opts`); the tensors arrive as
   `Nx.BinaryBackend` tensors. Outside `defn`, `fun` runs at once.
 
       defn step(x) do
