@@ -62,9 +62,9 @@ defmodule Plugboard.Nx.IoCallTest do
         assert elem(evaluator, 0) == [{:first, [2.0]}, {:bound_second, [3.0]}]
         assert plugboard == evaluator
 
-        # The same function and argument template without hooks:, then with an empty map (Nx 1.0
-        # always passes one).
-        for opts <- [[], [hooks: %{}]] do
+        # The same function and argument template without hooks:, with an empty map (Nx 1.0 always
+        # passes one), and with the name bound to nil (the expression's own callback).
+        for opts <- [[], [hooks: %{}], [hooks: %{second: nil}]] do
           [evaluator, plugboard] = both(c, &F.several/1, [Nx.tensor([1.0])], opts)
           assert elem(evaluator, 0) == [{:first, [2.0]}, {:second, [3.0]}]
           assert plugboard == evaluator
