@@ -5,31 +5,32 @@ defmodule Plugboard.Nx.DonationTest do
   # on donation, and what cannot be donated is either left alone (a copy made for the call, a buffer
   # passed twice) or refused by name (a view of memory it does not own, a program split over devices).
   use ExUnit.Case, async: true
-  import Plugboard.Nx.Case
-  alias Plugboard.Nx.Cache
 
   @donation Code.ensure_loaded?(Nx) and function_exported?(Nx, :donatable, 1)
-
-  defp address(%Nx.Tensor{data: %Plugboard.Nx.Backend{buffer: b}}) do
-    {:ok, address} = Plugboard.device_pointer(b)
-    address
-  end
-
-  # A tensor on the device that owns its memory (a program's output): a tensor made from a binary
-  # on the device is a view of the binary, never donated (the last test).
-  defp on(c, t), do: Nx.Defn.jit_apply(&Nx.add(&1, 0), [t], compiler: Plugboard.Nx, client: c)
-
-  defp assert_donated(t) do
-    error = assert_raise Plugboard.Error, fn -> Nx.to_binary(t) end
-    assert error.code == :failed_precondition
-    assert Exception.message(error) =~ "donated"
-  end
 
   if not @donation do
     @tag :skip
     test "Nx.donatable/1: not in this Nx (0.13); nothing is ever donated" do
     end
   else
+    import Plugboard.Nx.Case
+    alias Plugboard.Nx.Cache
+
+    defp address(%Nx.Tensor{data: %Plugboard.Nx.Backend{buffer: b}}) do
+      {:ok, address} = Plugboard.device_pointer(b)
+      address
+    end
+
+    # A tensor on the device that owns its memory (a program's output): a tensor made from a binary
+    # on the device is a view of the binary, never donated (the last test).
+    defp on(c, t), do: Nx.Defn.jit_apply(&Nx.add(&1, 0), [t], compiler: Plugboard.Nx, client: c)
+
+    defp assert_donated(t) do
+      error = assert_raise Plugboard.Error, fn -> Nx.to_binary(t) end
+      assert error.code == :failed_precondition
+      assert Exception.message(error) =~ "donated"
+    end
+
     for {label, plugin} <- cpu_plugins() do
       describe "on #{label}" do
         setup do
