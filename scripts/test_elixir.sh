@@ -114,6 +114,24 @@ if [ "$PLUGBOARD_WITH_NX" = 1 ]; then
   nx_build="$build/elixir-build-nx"
   echo "[elixir] Nx on plugboard (bindings/elixir/plugboard_nx; Nx from Hex)"
   (cd "$root/bindings/elixir/plugboard_nx" && with_nx_elixir env MIX_ENV=test MIX_BUILD_ROOT="$nx_build" sh -c 'mix deps.get >/dev/null && mix test')
+  # The same tests on Nx's main branch (the Nx 1.0 contract: io_call, hooks: always a map), built from
+  # its sources (PLUGBOARD_NX_MAIN, default ../shared/vendor/hex-nxmain; copied first, the folder is
+  # read-only) through PLUGBOARD_NX_PATH, in a build root of its own.
+  nx_main=${PLUGBOARD_NX_MAIN:-$root/../shared/vendor/hex-nxmain}
+  if [ -f "$nx_main/nx/mix.exs" ]; then
+    nx_main_src="$build/nx-main-src"
+    rm -rf "$nx_main_src" && mkdir -p "$nx_main_src" && cp -r "$nx_main"/. "$nx_main_src/" && chmod -R u+w "$nx_main_src"
+    echo "[elixir] Nx on plugboard on Nx's main branch ($nx_main)"
+    (cd "$root/bindings/elixir/plugboard_nx" && with_nx_elixir env MIX_ENV=test MIX_BUILD_ROOT="$build/elixir-build-nxmain" \
+       PLUGBOARD_NX_PATH="$nx_main_src/nx" mix test)
+    echo "[elixir] Nx main's own suite with Plugboard.Nx as the default compiler"
+    (cd "$root/bindings/elixir/plugboard_nx" && with_nx_elixir env MIX_BUILD_ROOT="$build/elixir-build-nxmain" \
+       PLUGBOARD_HEX_MIRROR="$nx_main_src" PLUGBOARD_NX_PATH="$nx_main_src/nx" \
+       PLUGBOARD_NX_SUITE_EXPECTED="$root/bindings/elixir/plugboard_nx/test/nx_suite/expected_failures_nxmain.txt" \
+       test/nx_suite/run.sh --timeout 60000)
+  else
+    echo "[elixir] SKIPPED plugboard_nx on Nx's main branch: no Nx sources at $nx_main (set PLUGBOARD_NX_MAIN to a folder holding nx/, complex/, telemetry/, such as ../shared/vendor/hex-nxmain)"
+  fi
   [ -n "$mirror" ] || { echo "[elixir] no Nx sources for Nx's and Axon's own suites (set PLUGBOARD_HEX_MIRROR to a folder holding nx/, complex/, telemetry/, axon/ and polaris/, such as ../shared/vendor/hex-nx0.13)"; exit 1; }
   echo "[elixir] Nx's own suite with Plugboard.Nx as the default compiler"
   (cd "$root/bindings/elixir/plugboard_nx" && with_nx_elixir env MIX_BUILD_ROOT="$nx_build" test/nx_suite/run.sh --timeout 60000)

@@ -210,6 +210,71 @@ TEST_P(ExecuteTest, DonatedInputIsConsumedOthersStayValid) {
   EXPECT_TRUE(c.valid());
 }
 
+// The plugin is really given the donated buffer: the output the program aliases to it is written into
+// its memory (same device address), with the alias declared either way JAX writes it; without
+// donation the same program leaves the argument's memory alone. Every CPU plugin here honours both.
+TEST_P(ExecuteTest, DonationWritesTheAliasedOutputIntoTheDonatedMemory) {
+  for (const char* attribute : {"tf.aliasing_output = 0 : i32", "jax.buffer_donor = true"}) {
+    SCOPED_TRACE(attribute);
+    const std::string text = std::string(R"mlir(
+func.func public @main(%a: tensor<256xf32> {)mlir") + attribute + R"mlir(}, %b: tensor<256xf32>) -> tensor<256xf32> {
+  %0 = stablehlo.add %a, %b : tensor<256xf32>
+  return %0 : tensor<256xf32>
+}
+)mlir";
+    auto exe = compile_text(*client_, text);
+    ASSERT_TRUE(exe);
+    Buffer a = f32_buffer(*client_, std::vector<float>(256, 1.0f));
+    Buffer b = f32_buffer(*client_, std::vector<float>(256, 2.0f));
+    auto a_address = a.device_pointer();
+    auto b_address = b.device_pointer();
+    PB_ASSERT_OK(a_address);
+    PB_ASSERT_OK(b_address);
+    Buffer* args[] = {&a, &b};
+
+    auto kept = exe->execute(args);
+    PB_ASSERT_OK(kept);
+    auto kept_address = (*kept)[0].device_pointer();
+    PB_ASSERT_OK(kept_address);
+    EXPECT_NE(*kept_address, *a_address);
+    EXPECT_NE(*kept_address, *b_address);
+    EXPECT_EQ(read_f32(a), std::vector<float>(256, 1.0f));
+
+    ExecuteOptions donate;
+    donate.donate = {0};
+    auto out = exe->execute(args, donate);
+    PB_ASSERT_OK(out);
+    auto out_address = (*out)[0].device_pointer();
+    PB_ASSERT_OK(out_address);
+    EXPECT_EQ(*out_address, *a_address);
+    EXPECT_EQ(read_f32((*out)[0]), std::vector<float>(256, 3.0f));
+    EXPECT_EQ(read_f32(b), std::vector<float>(256, 2.0f));
+    // Every use of the donated buffer says so.
+    EXPECT_FALSE(a.valid());
+    auto read = a.to_host();
+    ASSERT_FALSE(read);
+    EXPECT_EQ(read.error().code(), Code::kFailedPrecondition);
+    EXPECT_NE(read.error().message().find("the f32[256] buffer was donated to an execution"), std::string::npos)
+        << read.error().to_string();
+    auto address = a.device_pointer();
+    ASSERT_FALSE(address);
+    EXPECT_NE(address.error().message().find("buffer was donated"), std::string::npos) << address.error().to_string();
+    auto again = exe->execute(args);
+    ASSERT_FALSE(again);
+    EXPECT_NE(again.error().message().find("argument 0 of"), std::string::npos) << again.error().to_string();
+    EXPECT_NE(again.error().message().find("(f32[256]) was donated to an earlier execution"), std::string::npos)
+        << again.error().to_string();
+    // A buffer that is merely empty does not claim it was donated; one given a new buffer is no longer donated.
+    Buffer moved = std::move(b);
+    auto empty = b.to_host();
+    ASSERT_FALSE(empty);
+    EXPECT_EQ(empty.error().message().find("donated"), std::string::npos) << empty.error().to_string();
+    a = std::move(moved);
+    EXPECT_FALSE(a.donated());
+    EXPECT_EQ(read_f32(a), std::vector<float>(256, 2.0f));
+  }
+}
+
 TEST_P(ExecuteTest, ExecuteIntoReusesTheCallersOutputsAndFeedsThemBack) {
   auto exe = compile_text(*client_, testing::kAddF32x4);
   ASSERT_TRUE(exe);

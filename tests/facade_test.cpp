@@ -547,6 +547,23 @@ TEST_P(FacadeTest, ImmutableAdoptedMemoryRefusesDonationAndMutableMemoryAllowsIt
   EXPECT_FALSE(given->valid());
   EXPECT_EQ(floats(run->outputs()[0]), (std::vector<float>{6, 8, 10, 12}));
   EXPECT_EQ(std::vector<float>(immutable->v, immutable->v + 4), (std::vector<float>{1, 2, 3, 4}));
+  // Every use of the donated buffer says it was donated (a moved-from one, that it is empty).
+  auto read = given->to_host();
+  ASSERT_FALSE(read);
+  EXPECT_EQ(read.error().code(), Code::kFailedPrecondition);
+  EXPECT_NE(read.error().message().find("f32[4] buffer was donated"), std::string::npos) << read.error().message();
+  auto address = given->device_pointer();
+  ASSERT_FALSE(address);
+  EXPECT_NE(address.error().message().find("was donated"), std::string::npos) << address.error().message();
+  auto again = exe.execute(args);
+  ASSERT_FALSE(again);
+  EXPECT_NE(again.error().message().find("argument 1 of"), std::string::npos) << again.error().message();
+  EXPECT_NE(again.error().message().find("(f32[4]) was donated to an earlier execution"), std::string::npos)
+      << again.error().message();
+  Buffer moved = std::move(*view);
+  auto empty = view->to_host();
+  ASSERT_FALSE(empty);
+  EXPECT_EQ(empty.error().message().find("donated"), std::string::npos) << empty.error().message();
 }
 
 TEST_P(FacadeTest, ABuffersDevicePointerViewedAsABufferReadsItsBytes) {

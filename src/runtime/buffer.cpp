@@ -8,8 +8,9 @@ namespace plugboard {
 
 Buffer::Buffer(Buffer&& other) noexcept
     : client_(std::move(other.client_)), handle_(other.handle_), dtype_(other.dtype_),
-      dims_(std::move(other.dims_)), device_index_(other.device_index_), view_(other.view_) {
+      dims_(std::move(other.dims_)), device_index_(other.device_index_), view_(other.view_), donated_(other.donated_) {
   other.handle_ = nullptr;
+  other.donated_ = false;
 }
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
@@ -21,7 +22,9 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     dims_ = std::move(other.dims_);
     device_index_ = other.device_index_;
     view_ = other.view_;
+    donated_ = other.donated_;
     other.handle_ = nullptr;
+    other.donated_ = false;
   }
   return *this;
 }
@@ -43,6 +46,7 @@ void Buffer::rebind(const std::shared_ptr<const Client>& client, PJRT_Buffer* ha
   dtype_ = dtype;
   device_index_ = device_index;
   view_ = BufferView::kNone;
+  donated_ = false;
 }
 
 // A buffer's dims were checked when it was made (Client::check_array for transfers, the output check in
@@ -53,14 +57,15 @@ size_t Buffer::byte_size() const { return plugboard::byte_size(dtype_, dims_.spa
 
 std::string Buffer::shape_string() const { return plugboard::shape_string(dtype_, dims_.to_vector()); }
 
-namespace {
-Error invalid_buffer() {
-  return Error(Code::kFailedPrecondition, "the buffer is empty: moved from, or donated to an execution");
+Error Buffer::empty_error() const {
+  if (donated_)
+    return Error(Code::kFailedPrecondition,
+                 "the " + shape_string() + " buffer was donated to an execution: its memory went to that execution");
+  return Error(Code::kFailedPrecondition, "the buffer is empty (default-constructed or moved from)");
 }
-}  // namespace
 
 Expected<Event> Buffer::ready_event() const {
-  if (!handle_) return std::unexpected(invalid_buffer());
+  if (!handle_) return std::unexpected(empty_error());
   const abi::Api& api = client_->plugin().api();
   auto args = PB_PJRT_ARGS(PJRT_Buffer_ReadyEvent_Args);
   args.buffer = handle_;
@@ -69,7 +74,7 @@ Expected<Event> Buffer::ready_event() const {
 }
 
 Expected<Event> Buffer::to_host_async(std::span<std::byte> dst) const {
-  if (!handle_) return std::unexpected(invalid_buffer());
+  if (!handle_) return std::unexpected(empty_error());
   if (dst.size() != byte_size())
     return invalid_argument("destination holds " + std::to_string(dst.size()) + " bytes, the " + shape_string() +
                             " buffer needs " + std::to_string(byte_size()));

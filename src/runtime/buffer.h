@@ -46,6 +46,12 @@ class Buffer {
   // False for a view of memory the buffer does not own (see BufferView): an execution refuses to
   // take it by donation.
   bool donatable() const { return view_ == BufferView::kNone; }
+  // True once an execution took it by donation (until it is given another buffer): every use then
+  // fails saying so, not that the buffer is merely empty.
+  bool donated() const { return donated_; }
+  // FAILED_PRECONDITION for a use of this buffer while it is empty: donated (naming its shape), or
+  // moved from / default-constructed.
+  Error empty_error() const;
   BufferView view() const { return view_; }
   const std::shared_ptr<const Client>& client() const { return client_; }
 
@@ -76,6 +82,11 @@ class Buffer {
         device_index_(device_index) {}
   // Destroys the handle now (also after the plugin consumed the buffer by donation).
   void reset();
+  // An execution took it by donation: the handle goes, and the buffer says so from now on.
+  void give_up() {
+    reset();
+    donated_ = true;
+  }
   // Releases the handle it holds and takes `handle` (an execution's output) in its place, keeping
   // the client reference when it is the same client: reusing a Buffer costs no reference count.
   void rebind(const std::shared_ptr<const Client>& client, PJRT_Buffer* handle, DType dtype, int device_index);
@@ -86,6 +97,7 @@ class Buffer {
   Dims dims_;
   int device_index_ = 0;
   BufferView view_ = BufferView::kNone;
+  bool donated_ = false;
 };
 
 }  // namespace plugboard

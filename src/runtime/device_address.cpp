@@ -60,15 +60,11 @@ class ViewRelease {
 // the callback it wraps whether or not one was given (std::bad_function_call, out of the plugin).
 void ignore_delete(void* /*device_buffer_ptr*/, void* /*user_arg*/) noexcept {}
 
-Error empty_buffer() {
-  return Error(Code::kFailedPrecondition, "the buffer is empty: moved from, or donated to an execution");
-}
-
 }  // namespace
 
 Expected<uintptr_t> Buffer::device_pointer() const noexcept {
   return no_throw("reading a buffer's device address", [&]() -> Expected<uintptr_t> {
-    if (!handle_) return std::unexpected(empty_buffer());
+    if (!handle_) return std::unexpected(empty_error());
     const abi::Api& api = client_->plugin().api();
     auto args = PB_PJRT_ARGS(PJRT_Buffer_UnsafePointer_Args);
     args.buffer = handle_;

@@ -294,7 +294,9 @@ Status Executable::check_list(std::span<Buffer* const> args, const ExecuteOption
       continue;
     auto which = [&] { return "argument " + std::to_string(i) + " of " + name_; };
     if (!b) return invalid_argument(which() + " is null");
-    if (!b->valid()) return invalid_argument(which() + " is an empty buffer (moved from, or donated to an earlier execution)");
+    if (!b->valid())
+      return invalid_argument(which() + (b->donated() ? " (" + b->shape_string() + ") was donated to an earlier execution"
+                                                      : std::string(" is an empty buffer (default-constructed or moved from)")));
     if (b->client().get() != self)
       return invalid_argument(which() + " belongs to another client (" + b->client()->label() + "), not " + client_->label());
     if (b->device_index() != device)
@@ -379,7 +381,7 @@ Status Executable::launch(std::span<Buffer* const> args, const ExecuteOptions& o
   if (auto st = PB_PJRT_CALL(api, PJRT_LoadedExecutable_Execute, exec); !st)
     return std::unexpected(std::move(st).error().annotate("executing " + name_));
   // Donated arguments were consumed by the plugin: their handles only need destroying.
-  for (int d : options.donate) args[static_cast<size_t>(d)]->reset();
+  for (int d : options.donate) args[static_cast<size_t>(d)]->give_up();
   return ok();
 }
 
@@ -530,7 +532,7 @@ Expected<std::vector<Execution>> Executable::execute_partitioned(std::span<const
     if (auto st = PB_PJRT_CALL(api, PJRT_LoadedExecutable_Execute, exec); !st)
       return std::unexpected(std::move(st).error().annotate("executing " + name_ + " on " + std::to_string(n_dev) + " devices"));
     for (const auto& list : args)
-      for (int d : options.donate) list[static_cast<size_t>(d)]->reset();
+      for (int d : options.donate) list[static_cast<size_t>(d)]->give_up();
 
     Status adopted = ok();
     for (size_t k = 0; k < n_dev; ++k) {

@@ -2,10 +2,16 @@
 # it on the target the :plugboard application booted, and an Nx backend (Plugboard.Nx.Backend) whose
 # tensors live in plugboard buffers.
 #
-# Nx and the test-only Axon and Polaris come from Hex (Nx ~> 0.13 needs Elixir 1.17 or later; where
-# the public Hex repository cannot be reached, scripts/hex_registry.sh serves a local one). :plugboard is
-# the folder beside this one in the repository, and the Hex package everywhere else (a Hex package, or
-# a copy of this folder alone, as scripts/package.sh builds the package from).
+# Nx and the test-only Axon and Polaris come from Hex (Nx ~> 0.13 or ~> 1.0, which need Elixir 1.17 or
+# later; where the public Hex repository cannot be reached, scripts/hex_registry.sh serves a local one).
+# :plugboard is the folder beside this one in the repository, and the Hex package everywhere else (a Hex
+# package, or a copy of this folder alone, as scripts/package.sh builds the package from).
+#
+# PLUGBOARD_NX_PATH=/path/to/nx (an Nx source folder, such as a checkout's nx/) builds against that Nx
+# instead: its neighbours complex/ and telemetry/ (and axon/ and polaris/ for the tests, where present)
+# come from the same parent folder, and the lock is mix.nx-path.lock, so the Hex build's mix.lock stays
+# as it is. Plugboard.Nx decides what to lower by what that Nx provides (Plugboard.Nx.Features), never by
+# its version.
 defmodule PlugboardNx.MixProject do
   use Mix.Project
 
@@ -17,6 +23,7 @@ defmodule PlugboardNx.MixProject do
       start_permanent: Mix.env() == :prod,
       elixirc_paths: elixirc_paths(Mix.env()),
       deps: deps(),
+      lockfile: if(nx_path(), do: "mix.nx-path.lock", else: "mix.lock"),
       description: "Nx on plugboard: a defn compiler and a backend over the accelerator a release booted",
       package: [
         licenses: ["Apache-2.0"],
@@ -36,14 +43,47 @@ defmodule PlugboardNx.MixProject do
   # Axon and Polaris only for the tests (test/axon_test.exs: Nx software nobody here wrote, on
   # plugboard).
   defp deps do
+    [plugboard() | nx_deps(nx_path())]
+  end
+
+  @nx_requirement "~> 0.13 or ~> 1.0"
+
+  defp nx_deps(nil) do
     [
-      plugboard(),
-      {:nx, "~> 0.13"},
+      {:nx, @nx_requirement},
       # Test-only and not started: :plugboard_nx's own .app must not list them (Nx's suite, run by
       # test/nx_suite/run.sh, starts :plugboard_nx from its ebin without Axon on the path).
       {:axon, "~> 0.8", only: :test, runtime: false},
       {:polaris, "~> 0.1", only: :test, runtime: false}
     ]
+  end
+
+  # Nx from a source folder: it and its neighbours override what other dependencies ask of Hex
+  # (:plugboard's optional telemetry, Axon's and Polaris' nx). Axon and Polaris from Hex would ask for
+  # the Hex Nx, so they come from the same folder or not at all (test/axon_test.exs is then skipped).
+  defp nx_deps(nx) do
+    parent = Path.dirname(nx)
+    beside = fn name -> Path.join(parent, name) end
+
+    unless File.exists?(Path.join(nx, "mix.exs")) do
+      Mix.raise("PLUGBOARD_NX_PATH=#{nx}: no mix.exs there (give the folder of Nx's mix.exs, such as a checkout's nx/)")
+    end
+
+    required = for name <- ~w(complex telemetry), do: {String.to_atom(name), path: beside.(name), override: true}
+
+    tests =
+      for name <- ~w(axon polaris), File.exists?(Path.join(beside.(name), "mix.exs")),
+          do: {String.to_atom(name), path: beside.(name), only: :test, runtime: false, override: true}
+
+    [{:nx, @nx_requirement, path: nx, override: true} | required ++ tests]
+  end
+
+  defp nx_path do
+    case System.get_env("PLUGBOARD_NX_PATH") do
+      nil -> nil
+      "" -> nil
+      path -> Path.expand(path)
+    end
   end
 
   # In the repository, ../plugboard; in a Hex package (hex_metadata.config beside mix.exs) or a copy of

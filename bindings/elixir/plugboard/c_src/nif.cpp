@@ -73,6 +73,7 @@ ErlNifFunc functions[] = {
     {"buffer_from_binary", 6, nif_buffer_from_binary, 0},
     {"buffer_to_binary", 3, nif_buffer_to_binary, 0},
     {"buffer_valid", 1, nif_buffer_valid, 0},
+    {"buffer_donatable", 1, nif_buffer_donatable, 0},
     {"buffer_free", 1, nif_buffer_free, 0},
     {"buffer_device_pointer", 1, nif_buffer_device_pointer, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"buffer_from_pointer", 6, nif_buffer_from_pointer, 0},

@@ -147,6 +147,16 @@ PB_NIF(nif_buffer_valid) {
   return atom(env, buffer && buffer->valid() ? "true" : "false");
 }
 
+// buffer_donatable(buffer): whether run's donate: can take it now: it owns its memory (not a view of
+// an Erlang binary or of an address) and is neither donated nor freed
+PB_NIF(nif_buffer_donatable) {
+  (void)argc;
+  auto* b = get_resource<BufferResource>(env, argv[0]);
+  if (!b) return enif_make_badarg(env);
+  auto buffer = b->get();
+  return atom(env, b->donatable() && buffer && buffer->valid() ? "true" : "false");
+}
+
 // buffer_free(buffer): :ok (also when freed already), or {:error, e} for a donated one
 PB_NIF(nif_buffer_free) {
   (void)argc;

@@ -46,6 +46,7 @@ PB_NIF(nif_compile);
 PB_NIF(nif_buffer_from_binary);
 PB_NIF(nif_buffer_to_binary);
 PB_NIF(nif_buffer_valid);
+PB_NIF(nif_buffer_donatable);
 PB_NIF(nif_buffer_free);
 PB_NIF(nif_buffer_device_pointer);
 PB_NIF(nif_buffer_from_pointer);

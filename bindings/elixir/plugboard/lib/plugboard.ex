@@ -457,6 +457,16 @@ defmodule Plugboard do
   def valid?(%Buffer{resource: r}), do: Native.buffer_valid(r)
 
   @doc """
+  Whether `run/3`'s `donate:` can take the buffer: it owns its memory (it is not a view of an
+  immutable binary, as `buffer/5` makes of a binary over 64 bytes without `copy: true`, nor of an
+  address, `buffer_from_pointer/5`) and was neither donated nor freed. A library donating on a
+  user's behalf passes the others as plain arguments (the plugin then copies what the program
+  aliases); `run/3` refuses to donate them, naming the argument.
+  """
+  @spec donatable?(Buffer.t()) :: boolean()
+  def donatable?(%Buffer{resource: r}), do: Native.buffer_donatable(r)
+
+  @doc """
   Releases the buffer's device memory now, rather than when the garbage collector finds its term
   unused (a term is small, so the GC may not hurry while device memory runs out). Every later use of
   the buffer is `:failed_precondition`, naming it. An execution running on it keeps the memory until

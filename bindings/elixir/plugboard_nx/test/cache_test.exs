@@ -31,10 +31,10 @@ defmodule Plugboard.Nx.CacheTest do
     end
 
     shapes = for {{:program, _, _, templates, _}, {:ready, _}, _} <- :ets.tab2list(Cache), do: templates
-    assert [{{:f, 32}, {1}, [nil], []}] in shapes
+    assert [{{:f, 32}, {1}, [nil], [], false}] in shapes
     # The newest shape is there, the oldest ones are gone.
-    assert [{{:f, 32}, {61}, [nil], []}] in shapes
-    refute [{{:f, 32}, {2}, [nil], []}] in shapes
+    assert [{{:f, 32}, {61}, [nil], [], false}] in shapes
+    refute [{{:f, 32}, {2}, [nil], [], false}] in shapes
   end
 
   test "one compile per key when many processes ask at once; a compiler that dies hands over", %{c: c} do

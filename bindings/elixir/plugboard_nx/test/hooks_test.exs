@@ -71,12 +71,15 @@ defmodule Plugboard.Nx.HooksTest do
         assert match?({:pair, _, _}, first)
       end
 
-      test "hooks added to one token run in the order they were added (regression)", %{c: c} do
-        Nx.Defn.jit_apply(&HookFixtures.one_token/2, [Nx.tensor(1), Nx.tensor(2)], compiler: Plugboard.Nx, client: c)
-        assert {:messages, [{:b, _}, {:a, _}]} = Process.info(self(), :messages)
-        assert_received {:b, b}
-        assert Nx.to_number(b) == 2
-        assert_received {:a, _}
+      # Hook tokens exist in Nx 0.13 only.
+      if Plugboard.Nx.Features.tokens?() do
+        test "hooks added to one token run in the order they were added (regression)", %{c: c} do
+          Nx.Defn.jit_apply(&HookFixtures.one_token/2, [Nx.tensor(1), Nx.tensor(2)], compiler: Plugboard.Nx, client: c)
+          assert {:messages, [{:b, _}, {:a, _}]} = Process.info(self(), :messages)
+          assert_received {:b, b}
+          assert Nx.to_number(b) == 2
+          assert_received {:a, _}
+        end
       end
 
       test "a hook inside a cond branch runs only when the branch is taken", %{c: c} do

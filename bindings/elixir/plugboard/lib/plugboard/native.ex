@@ -205,6 +205,7 @@ defmodule Plugboard.Native do
   def buffer_from_binary(_client, _data, _dtype, _shape, _device, _copy), do: not_loaded()
   def buffer_to_binary(_buffer, _pid, _ref), do: not_loaded()
   def buffer_valid(_buffer), do: not_loaded()
+  def buffer_donatable(_buffer), do: not_loaded()
   def buffer_free(_buffer), do: not_loaded()
   def buffer_device_pointer(_buffer), do: not_loaded()
   def buffer_from_pointer(_client, _address, _dtype, _shape, _device, _size), do: not_loaded()

@@ -41,12 +41,21 @@ defmodule Plugboard.Nx do
   waiting for the function, so it would wait for itself. Another device of the client is fine. Hooks and `runtime_cast/3` are not waited for and may do device work, except in a
   program that also makes a runtime call: there the program may be waiting for a later call's answer,
   which this process gives only after the hook, so a hook's function is held to the same rule.
+
+  Side effects (`Nx.io_call/2,3` and `print_value` on Nx 1.0, `hook` on Nx 0.13; see
+  `Plugboard.Nx.Features`) are ordered host calls run in the calling process, in program order, inside
+  `while` and `cond` too. `hooks: %{name => fun}` (Nx 1.0 passes the option on every call, a map;
+  each value a function of one argument, or nil) overrides the named ones; a named one without a
+  callback that `hooks:` does not bind is left out of the program. A callback that raises, throws or
+  exits makes the call fail with that same exception once the execution is over; the side effects
+  after it in the program are not called.
   """
   @behaviour Nx.Defn.Compiler
   @inside_runtime_call {__MODULE__, :inside_runtime_call}
+  @side_effect_failure {__MODULE__, :side_effect_failure}
   import Nx.Defn, only: [deftransform: 2]
   alias Nx.Defn.Composite
-  alias Plugboard.Nx.{Backend, BufferPressure, Cache, Emitter}
+  alias Plugboard.Nx.{Backend, BufferPressure, Cache, Donation, Emitter}
 
   @impl true
   # Nx.Serving runs one partition per entry, each in its own process: one per device of the client
@@ -68,7 +77,10 @@ defmodule Plugboard.Nx do
 
   @impl true
   # Nx.Defn.shard_jit/3: one program split over the devices of a mesh (Plugboard.Nx.Shard).
-  def __shard_jit__(key, mesh, vars, fun, args_list, opts), do: Plugboard.Nx.Shard.shard_jit(key, mesh, vars, fun, args_list, opts)
+  def __shard_jit__(key, mesh, vars, fun, args_list, opts) do
+    Donation.refuse_split!(vars)
+    Plugboard.Nx.Shard.shard_jit(key, mesh, vars, fun, args_list, opts)
+  end
 
   @impl true
   def __jit__(key, vars, fun, args_list, opts), do: __compile__(key, vars, fun, opts).(args_list)
@@ -76,17 +88,21 @@ defmodule Plugboard.Nx do
   @impl true
   def __compile__(key, vars, fun, opts) do
     client = client!(opts)
-    bound_hooks = opts |> Keyword.get(:hooks, %{}) |> Map.keys() |> Enum.sort()
+    bound_hooks = opts |> hooks!() |> Map.keys() |> Enum.sort()
     # A program for a chosen device is compiled portable (runs on any device of the client).
     device = opts[:device_id]
     cache_key = Cache.key(client, function_key(key), vars, {:jit, bound_hooks, device != nil, Keyword.take(opts, [:debug])})
+    # Nx.donatable/1's marks (Plugboard.Nx.Donation); the cache key holds them (Cache.key/4).
+    donated = vars |> Composite.flatten_list() |> Donation.donated()
 
     {exe, output, used, hooks, constants, output_bytes} =
       Cache.get_or_compile(client, cache_key, fn ->
-        {expr, output} = devectorized_output(fun.(vars))
         params = vars |> Composite.flatten_list() |> Enum.map(&Nx.devectorize/1)
+        Backend.check_types!(params, "argument")
+        {expr, output} = devectorized_output(fun.(vars))
+        Backend.check_types!(Composite.flatten_list([expr]), "result")
         # Nx.LinAlg's eigh and svd call LAPACK on a CPU client (Plugboard.Nx.LinAlg).
-        annotations = %{lapack: Plugboard.Nx.LinAlg.lapack?(client)}
+        annotations = %{lapack: Plugboard.Nx.LinAlg.lapack?(client), args: Donation.aliases(params, donated, Composite.flatten_list([expr]))}
         {text, _, used, hooks, constants} = Emitter.to_mlir(params, expr, bound_hooks, annotations)
         if opts[:debug], do: IO.puts(text)
         targets = Enum.map(hooks, &elem(&1, 1))
@@ -103,19 +119,21 @@ defmodule Plugboard.Nx do
           []
 
         _ ->
-          {ordered, blocking} = host_callbacks(hooks, Keyword.get(opts, :hooks, %{}), {client, device || 0})
+          {ordered, blocking} = host_callbacks(hooks, hooks!(opts), {client, device || 0})
           [ordered: ordered, callbacks: blocking, device: device || 0] ++ Keyword.take(opts, [:callback_timeout])
       end
 
     output_backend = opts[:output_backend]
+    donated = Donation.positions(donated, used)
 
     fn args_list ->
       for args <- args_list do
         # Only the arguments the program reads are computed (lazy containers) and sent.
         args = if length(args) == length(used), do: args, else: for({a, i} <- Enum.with_index(args), i in used, do: a)
-        buffers = Enum.map(args, &Backend.to_buffer(client, &1.(), device || 0)) ++ on_device(client, constants, device || 0)
+        tensors = Enum.map(args, & &1.())
+        buffers = Enum.map(tensors, &Backend.to_buffer(client, &1, device || 0)) ++ on_device(client, constants, device || 0)
         refuse_inside_runtime_call(client, [device || 0])
-        outputs = Plugboard.run!(exe, buffers, run_opts)
+        outputs = run!(exe, buffers, with_donate(Donation.run_donate(donated, tensors, buffers), run_opts))
         BufferPressure.received(output_bytes)
 
         {result, []} =
@@ -125,6 +143,26 @@ defmodule Plugboard.Nx do
 
         result
       end
+    end
+  end
+
+  defp with_donate([], run_opts), do: run_opts
+  defp with_donate(donate, run_opts), do: [{:donate, donate} | run_opts]
+
+  # `hooks:` (Nx 1.0 always passes it; Nx 0.13 only when the caller does): the named side effects'
+  # callbacks, by name, each a function of one argument (or nil: the expression's own callback).
+  defp hooks!(opts) do
+    case Keyword.get(opts, :hooks, %{}) do
+      hooks when is_map(hooks) ->
+        for {name, fun} <- hooks, not (is_nil(fun) or is_function(fun, 1)) do
+          raise ArgumentError,
+                "Plugboard.Nx: hooks: binds #{inspect(name)} to #{inspect(fun)}; each io_call name takes a function of one argument (or nil)"
+        end
+
+        hooks
+
+      other ->
+        raise ArgumentError, "Plugboard.Nx: hooks: expects a map of io_call names to functions of one argument, got #{inspect(other)}"
     end
   end
 
@@ -174,11 +212,11 @@ defmodule Plugboard.Nx do
   Calls `fun.(tensors, opts)` in the calling process for its side effects, without the program
   waiting for it: the non-blocking form of `Nx.runtime_call/4`, for calls whose results the program
   does not need (logging, metrics, progress). Returns `tensor_or_container` unchanged: go on with
-  the returned value, as with `Nx.Defn.Kernel.hook/2` (a cast whose result nothing uses is dropped
-  from the program, as Nx drops such hooks).
+  the returned value, as with `Nx.io_call/2` (`hook/2` on Nx 0.13; a cast whose result nothing uses
+  is dropped from the program, as Nx drops such side effects).
 
   Inside `defn` it is an ordered host call, in program order with the hooks and runtime calls around
-  it (a `Nx.Defn.Kernel.hook/2` whose function also gets `opts`); the tensors arrive as
+  it (an `Nx.io_call/2` whose function also gets `opts`); the tensors arrive as
   `Nx.BinaryBackend` tensors. Outside `defn`, `fun` runs at once.
 
       defn step(x) do
@@ -188,11 +226,18 @@ defmodule Plugboard.Nx do
   """
   deftransform runtime_cast(tensor_or_container, opts \\ [], fun) when is_function(fun, 2) and is_list(opts) do
     if Enum.any?(Composite.flatten_list([tensor_or_container]), &match?(%Nx.Tensor{data: %Nx.Defn.Expr{}}, &1)) do
-      Nx.Defn.Kernel.hook(tensor_or_container, fn value -> fun.(value, opts) end)
+      side_effect(tensor_or_container, fn value -> fun.(value, opts) end)
     else
       fun.(tensor_or_container, opts)
       tensor_or_container
     end
+  end
+
+  # The side-effect node of the Nx in use: io_call (Nx 1.0), else hook (Nx 0.13).
+  if Plugboard.Nx.Features.io_call?() do
+    defp side_effect(container, fun), do: Nx.io_call(container, fun)
+  else
+    defp side_effect(container, fun), do: Nx.Defn.Kernel.hook(container, fun)
   end
 
   @doc """
@@ -222,8 +267,8 @@ defmodule Plugboard.Nx do
         fun = fn %Plugboard.OrderedCall{operands: operands} ->
           cond do
             callback == nil -> :ok
-            waits -> on_host(place, target, fn -> callback.(from_host(template, operands)) end)
-            true -> callback.(from_host(template, operands))
+            waits -> guarded(fn -> on_host(place, target, fn -> callback.(from_host(template, operands)) end) end)
+            true -> guarded(fn -> callback.(from_host(template, operands)) end)
           end
 
           :ok
@@ -234,6 +279,40 @@ defmodule Plugboard.Nx do
       {:runtime_call, target, fun, opts, in_template, out_template}, {ordered, blocking} ->
         {ordered, Map.put(blocking, target, &runtime_call(&1, fun, opts, in_template, out_template, {target, place}))}
     end)
+  end
+
+  # A run with host calls. A side effect's callback that raises (or throws, or exits) fails the call
+  # as it fails under Nx.Defn.Evaluator: the caller gets that very exception, with its stacktrace,
+  # once the execution is over, and the side effects after it in the program are not called (the
+  # program itself runs to its end: it cannot be stopped halfway). The first failure is kept for the
+  # run in the calling process (where the callbacks run); a run made inside a callback keeps its own.
+  defp run!(exe, buffers, []), do: Plugboard.run!(exe, buffers, [])
+
+  defp run!(exe, buffers, run_opts) do
+    outer = Process.put(@side_effect_failure, :none)
+
+    try do
+      result = Plugboard.run(exe, buffers, run_opts)
+
+      case {Process.get(@side_effect_failure), result} do
+        {{kind, reason, stacktrace}, _} -> :erlang.raise(kind, reason, stacktrace)
+        {:none, {:ok, outputs}} -> outputs
+        {:none, {:error, error}} -> raise error
+      end
+    after
+      if outer == nil, do: Process.delete(@side_effect_failure), else: Process.put(@side_effect_failure, outer)
+    end
+  end
+
+  # One side effect's callback, unless one of this run failed before it.
+  defp guarded(call) do
+    if Process.get(@side_effect_failure, :none) == :none do
+      try do
+        call.()
+      catch
+        kind, reason -> Process.put(@side_effect_failure, {kind, reason, __STACKTRACE__})
+      end
+    end
   end
 
   defp runtime_call(operands, fun, opts, in_template, out_template, {target, place}) do

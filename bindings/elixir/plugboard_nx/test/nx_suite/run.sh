@@ -6,6 +6,11 @@
 #   test/nx_suite/run.sh [MIX TEST ARGS...]     (PLUGBOARD_HEX_MIRROR, PLUGBOARD_PREFIX as for mix test;
 #                                                PLUGBOARD_NX_SUITE_LOG=FILE keeps Nx's whole output)
 #
+# Nx's main branch (the Nx 1.0 contract, ../shared/vendor/hex-nxmain): PLUGBOARD_HEX_MIRROR names its
+# folder and PLUGBOARD_NX_PATH its nx/ (so that plugboard_nx is built against the same Nx that the
+# suite runs on: see mix.exs), and PLUGBOARD_NX_SUITE_EXPECTED the list of that tree's expected
+# failures (default: expected_failures.txt, Nx 0.13.1's; Nx main's is expected_failures_nxmain.txt).
+#
 # Results are sent to Nx.BinaryBackend (output_backend:), so that the suite's own assertions (== on
 # tensor structs, assert_all_close) judge every value Plugboard.Nx computed. Prints Nx's own summary
 # line, then classify.py's account of the failures: doctests and == assertions differing only in the
@@ -39,4 +44,4 @@ MIX_ENV=test mix test --exclude distributed "$@" > "$work/nx_test.log" 2>&1
 set -e
 [ -n "${PLUGBOARD_NX_SUITE_LOG:-}" ] && cp "$work/nx_test.log" "$PLUGBOARD_NX_SUITE_LOG"
 grep -E "^(Finished in|[0-9]+ doctests)" "$work/nx_test.log" || { tail -n 40 "$work/nx_test.log"; exit 1; }
-python3 "$here/test/nx_suite/classify.py" "$work/nx_test.log" --expected "$here/test/nx_suite/expected_failures.txt"
+python3 "$here/test/nx_suite/classify.py" "$work/nx_test.log" --expected "${PLUGBOARD_NX_SUITE_EXPECTED:-$here/test/nx_suite/expected_failures.txt}"

@@ -34,6 +34,21 @@ defmodule Plugboard.Nx.Backend do
   end
 
   @doc false
+  # Before compiling: each of `tensors` (a program's arguments or results, in order; `what` names
+  # them) has a plugboard dtype, else an ArgumentError naming the first that has not and its type.
+  def check_types!(tensors, what) do
+    tensors
+    |> Enum.with_index()
+    |> Enum.each(fn {%T{type: type}, i} ->
+      unless Map.has_key?(@dtypes, type) do
+        raise ArgumentError,
+              "Plugboard.Nx: #{what} #{i} has type #{Nx.Type.to_string(type)}, which plugboard's buffers do not have " <>
+                "(sub-byte integers: convert with Nx.as_type/2, to s8 or u8 for example)"
+      end
+    end)
+  end
+
+  @doc false
   # A tensor as a buffer of `client` on `device`: its own when it already lives there, else a copy of
   # its bytes.
   def to_buffer(client, t, device \\ 0)

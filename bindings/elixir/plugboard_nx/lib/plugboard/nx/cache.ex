@@ -46,11 +46,14 @@ defmodule Plugboard.Nx.Cache do
   The key of a program compiled for `client` (by its id, which does not keep it alive), `function`
   (`Plugboard.Nx.function_key/1`), arguments like `vars` and `options` (whatever else the program
   depends on). Two calls share a program only when their arguments agree in their whole structure
-  (a map's keys, a tuple's size) and in each tensor's type, shape, names and vectorized axes.
+  (a map's keys, a tuple's size) and in each tensor's type, shape, names, vectorized axes and
+  donatable mark (`Nx.donatable/1`).
   """
   def key(client, function, vars, options), do: {:program, Plugboard.client_id(client), function, Enum.map(vars, &template/1), options}
 
-  defp template(%Nx.Tensor{type: type, shape: shape, names: names, vectorized_axes: axes}), do: {type, shape, names, axes}
+  # Nx.donatable/1's mark too (Plugboard.Nx.Donation): a donating program aliases its outputs to it.
+  defp template(%Nx.Tensor{type: type, shape: shape, names: names, vectorized_axes: axes} = t),
+    do: {type, shape, names, axes, Plugboard.Nx.Donation.donatable?(t)}
   defp template(container), do: Nx.Defn.Composite.traverse(container, &template/1)
 
   @doc "The compiled value for `key` (made by key/4 for `client`), compiling it with `compile` on a miss."

@@ -6,8 +6,8 @@ defmodule Plugboard.Nx.Emitter do
 
   The walk (this module) handles parameters, constants, shared subexpressions (each expression id
   is emitted once per scope), tuples and control flow (`cond`, `while`, region
-  functions), blocks (`Plugboard.Nx.Blocks`: native or Nx's default), hooks and runtime calls (host
-  calls in program order); `Plugboard.Nx.Ops` lowers each Nx operation family.
+  functions), blocks (`Plugboard.Nx.Blocks`: native or Nx's default), side effects (`:io_call`, Nx
+  0.13's `:hook`) and runtime calls (host calls in program order); `Plugboard.Nx.Ops` lowers each Nx operation family.
   """
   alias Nx.Defn.{Composite, Expr, Tree}
   alias Nx.Tensor, as: T
@@ -152,11 +152,12 @@ defmodule Plugboard.Nx.Emitter do
   defp emit_op(:cond, %T{data: %Expr{args: [clauses, last]}} = t, st), do: emit_cond(clauses, last, t, st)
   defp emit_op(:while, %T{data: %Expr{args: args}}, st), do: emit_while(args, st)
 
-  # A hook passes its tensors through and, when a callback is bound (in the expression or by the
-  # caller's `hooks:`), calls it with them: an ordered host call, after every hook and runtime call
-  # emitted before it (the token). A token hook (Nx's deprecated hook_token, attached to a result)
-  # calls back with the hooked expression, whose own hooks run whether or not it has a callback.
-  defp emit_op(:hook, %T{data: %Expr{args: [tensor_expr, spec, template, _ref]}}, st) do
+  # A side effect (`:io_call` in Nx 1.0, `:hook` in Nx 0.13: the same arguments) passes its tensors
+  # through and, when a callback is bound (in the expression or by the caller's `hooks:`), calls it
+  # with them: an ordered host call, after every side effect and runtime call emitted before it (the
+  # token). A token hook (Nx 0.13's deprecated hook_token, attached to a result) calls back with the
+  # hooked expression, whose own hooks run whether or not it has a callback.
+  defp emit_op(op, %T{data: %Expr{args: [tensor_expr, spec, template, _ref]}}, st) when op in [:hook, :io_call] do
     {values, st} = emit_composite(tensor_expr, st)
 
     st =
@@ -413,14 +414,14 @@ defmodule Plugboard.Nx.Emitter do
 
   defp shared_walk(_, acc, _st), do: acc
 
-  # Whether `exprs` (branches, a loop's condition and body) call a hook.
+  # Whether `exprs` (branches, a loop's condition and body) make a host call (io_call, hook, runtime call).
   defp has_hooks?(exprs) do
     {_, found} = Enum.reduce(exprs, {MapSet.new(), false}, &hook_walk/2)
     found
   end
 
   defp hook_walk(_, {_, true} = acc), do: acc
-  defp hook_walk(%T{data: %Expr{op: op}}, {seen, _}) when op in [:hook, :runtime_call], do: {seen, true}
+  defp hook_walk(%T{data: %Expr{op: op}}, {seen, _}) when op in [:hook, :io_call, :runtime_call], do: {seen, true}
 
   defp hook_walk(%T{data: %Expr{id: id}} = t, {seen, false} = acc) do
     if MapSet.member?(seen, id) do
