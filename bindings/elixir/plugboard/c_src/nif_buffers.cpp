@@ -90,7 +90,10 @@ struct ReadJob {
   ~ReadJob() {
     if (owns_bin) enif_release_binary(&bin);
   }
+  // The copy is over: the buffer is let go before the caller hears of it, so a caller that donates the
+  // buffer as soon as its read returns does not find it still held here ("in use").
   void finish(Status status) noexcept {
+    buffer.reset();
     try {
       send(std::move(status));
     } catch (...) {

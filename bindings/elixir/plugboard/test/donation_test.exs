@@ -87,6 +87,30 @@ defmodule Plugboard.DonationTest do
 
         assert Plugboard.donatable?(Plugboard.buffer!(c, f32s(List.duplicate(1.0, 1024)), :f32, {1024}, copy: true))
       end
+
+      # A read that has answered holds nothing: its job kept the buffer until after it sent the bytes,
+      # so a donation right after to_binary!/1 returned was refused now and then as "in use".
+      test "a buffer read by to_binary!/1 can be donated as soon as the read returns", %{client: c} do
+        exe = Plugboard.compile!(c, aliasing_add("tf.aliasing_output = 0 : i32"), compile_cache: false)
+        y = ones(c)
+
+        # Eight callers at once keep the plugin's threads busy, which widens the window the race needs.
+        refused =
+          1..8
+          |> Task.async_stream(
+            fn _ ->
+              Enum.count(1..250, fn _ ->
+                x = ones(c)
+                Plugboard.to_binary!(x)
+                match?({:error, _}, Plugboard.run(exe, [x, y], donate: [0]))
+              end)
+            end,
+            timeout: 120_000
+          )
+          |> Enum.reduce(0, fn {:ok, n}, sum -> sum + n end)
+
+        assert refused == 0, "#{refused} of 2000 donations right after a read were refused"
+      end
     end
   end
 end
