@@ -129,6 +129,19 @@ if [ "$PLUGBOARD_WITH_NX" = 1 ]; then
        PLUGBOARD_HEX_MIRROR="$nx_main_src" PLUGBOARD_NX_PATH="$nx_main_src/nx" \
        PLUGBOARD_NX_SUITE_EXPECTED="$root/bindings/elixir/plugboard_nx/test/nx_suite/expected_failures_nxmain.txt" \
        test/nx_suite/run.sh --timeout 60000)
+    # Axon 0.8.1 on Nx main (its axon/ and polaris/ beside nx/): Axon's own suite, accepted by the same
+    # lists as on 0.13.1 (Nx main's Evaluator run fails the same 78 doctests), and the sample's Axon
+    # job trained by mix run (sample/nx_deps.exs takes Nx and Axon from PLUGBOARD_NX_PATH's folder).
+    if [ -f "$nx_main_src/axon/mix.exs" ] && [ -f "$nx_main_src/polaris/mix.exs" ]; then
+      echo "[elixir] Axon's own suite on Nx main with Plugboard.Nx as the default compiler, then Plugboard.Nx.Backend as the default backend"
+      (cd "$root/bindings/elixir/plugboard_nx" && with_nx_elixir env MIX_BUILD_ROOT="$build/elixir-build-nxmain" \
+         PLUGBOARD_HEX_MIRROR="$nx_main_src" PLUGBOARD_NX_PATH="$nx_main_src/nx" test/axon_suite/run.sh compiler backend)
+      echo "[elixir] the sample's Axon job on Nx main (tests/sample_axon_job_test.sh)"
+      with_nx_elixir env MIX_BUILD_ROOT="$build/sample-axon-nxmain/_build" PLUGBOARD_NX_PATH="$nx_main_src/nx" \
+        "$root/tests/sample_axon_job_test.sh" "$build/sample-axon-nxmain"
+    else
+      echo "[elixir] SKIPPED Axon on Nx's main branch: no axon/ and polaris/ beside $nx_main/nx"
+    fi
   else
     echo "[elixir] SKIPPED plugboard_nx on Nx's main branch: no Nx sources at $nx_main (set PLUGBOARD_NX_MAIN to a folder holding nx/, complex/, telemetry/, such as ../shared/vendor/hex-nxmain)"
   fi
