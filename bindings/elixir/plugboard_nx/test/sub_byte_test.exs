@@ -30,6 +30,15 @@ defmodule Plugboard.Nx.SubByteTest do
 
         assert error.message =~ "result 1 has type s2"
       end
+
+      test "a sub-byte argument the program does not read is no buffer, so the jit runs (as under the Evaluator)", %{c: c} do
+        mask = Nx.tensor([1, 0, 1], type: {:u, 4})
+        x = Nx.tensor([1.0, 2.0, 3.0])
+        fun = fn _mask, x -> Nx.add(x, 1) end
+        want = Nx.Defn.jit_apply(fun, [mask, x], compiler: Nx.Defn.Evaluator)
+        got = Nx.Defn.jit_apply(fun, [mask, x], compiler: Plugboard.Nx, client: c)
+        assert Nx.to_flat_list(got) == Nx.to_flat_list(want)
+      end
     end
   end
 end

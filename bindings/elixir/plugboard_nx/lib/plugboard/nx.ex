@@ -98,12 +98,13 @@ defmodule Plugboard.Nx do
     {exe, output, used, hooks, constants, output_bytes} =
       Cache.get_or_compile(client, cache_key, fn ->
         params = vars |> Composite.flatten_list() |> Enum.map(&Nx.devectorize/1)
-        Backend.check_types!(params, "argument")
         {expr, output} = devectorized_output(fun.(vars))
-        Backend.check_types!(Composite.flatten_list([expr]), "result")
         # Nx.LinAlg's eigh and svd call LAPACK on a CPU client (Plugboard.Nx.LinAlg).
         annotations = %{lapack: Plugboard.Nx.LinAlg.lapack?(client), args: Donation.aliases(params, donated, Composite.flatten_list([expr]))}
         {text, _, used, hooks, constants} = Emitter.to_mlir(params, expr, bound_hooks, annotations)
+        # Only the parameters the program reads become buffers: an unread sub-byte one is fine.
+        Backend.check_types!(for(i <- used, do: {Enum.at(params, i), i}), "argument")
+        Backend.check_types!(Enum.with_index(Composite.flatten_list([expr])), "result")
         if opts[:debug], do: IO.puts(text)
         targets = Enum.map(hooks, &elem(&1, 1))
         exe = Plugboard.compile!(client, text, name: name_of(key), callbacks: targets, portable: device != nil)

@@ -34,12 +34,11 @@ defmodule Plugboard.Nx.Backend do
   end
 
   @doc false
-  # Before compiling: each of `tensors` (a program's arguments or results, in order; `what` names
-  # them) has a plugboard dtype, else an ArgumentError naming the first that has not and its type.
-  def check_types!(tensors, what) do
-    tensors
-    |> Enum.with_index()
-    |> Enum.each(fn {%T{type: type}, i} ->
+  # Before compiling: each of `indexed_tensors` ({tensor, index}: a program's arguments or results;
+  # `what` names them) has a plugboard dtype, else an ArgumentError naming the first that has not,
+  # by its index, and its type.
+  def check_types!(indexed_tensors, what) do
+    Enum.each(indexed_tensors, fn {%T{type: type}, i} ->
       unless Map.has_key?(@dtypes, type) do
         raise ArgumentError,
               "Plugboard.Nx: #{what} #{i} has type #{Nx.Type.to_string(type)}, which plugboard's buffers do not have " <>
