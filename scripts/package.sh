@@ -58,6 +58,6 @@ nx="$stage/alone/plugboard_nx"
 mkdir -p "$nx"
 ship "$root/bindings/elixir/plugboard_nx" "$nx" lib mix.exs README.md
 echo "[package] mix hex.build (plugboard_nx)"
-(cd "$nx" && MIX_ENV=prod MIX_BUILD_ROOT="$stage/_build" mix hex.build --output "$out/plugboard_nx-$(sed -n 's/^      version: "\(.*\)",/\1/p' mix.exs).tar") \
+(cd "$nx" && env -u PLUGBOARD_NX_PATH MIX_ENV=prod MIX_BUILD_ROOT="$stage/_build" mix hex.build --output "$out/plugboard_nx-$(sed -n 's/^      version: "\(.*\)",/\1/p' mix.exs).tar") \
   > "$out/plugboard_nx.build.log" 2>&1 || { cat "$out/plugboard_nx.build.log"; exit 1; }
 ls -la "$out"/*.tar "$out"/precompiled/*

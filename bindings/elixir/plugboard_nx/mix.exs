@@ -8,7 +8,7 @@
 # package, or a copy of this folder alone, as scripts/package.sh builds the package from).
 #
 # PLUGBOARD_NX_PATH=/path/to/nx (an Nx source folder, such as a checkout's nx/) builds against that Nx
-# instead: its neighbours complex/ and telemetry/ (and axon/ and polaris/ for the tests, where present)
+# instead: its neighbours complex/ and telemetry/ (and axon/ and polaris/ for the tests), where present,
 # come from the same parent folder, and the lock is mix.nx-path.lock, so the Hex build's mix.lock stays
 # as it is. Plugboard.Nx decides what to lower by what that Nx provides (Plugboard.Nx.Features), never by
 # its version.
@@ -69,20 +69,26 @@ defmodule PlugboardNx.MixProject do
       Mix.raise("PLUGBOARD_NX_PATH=#{nx}: no mix.exs there (give the folder of Nx's mix.exs, such as a checkout's nx/)")
     end
 
-    required = for name <- ~w(complex telemetry), do: {String.to_atom(name), path: beside.(name), override: true}
+    present? = fn name -> File.exists?(Path.join(beside.(name), "mix.exs")) end
+
+    # A checkout of Nx's repository has no complex/ or telemetry/ beside nx/: Nx's own requirements
+    # then take them from Hex.
+    required = for name <- ~w(complex telemetry), present?.(name), do: {String.to_atom(name), path: beside.(name), override: true}
 
     tests =
-      for name <- ~w(axon polaris), File.exists?(Path.join(beside.(name), "mix.exs")),
+      for name <- ~w(axon polaris), present?.(name),
           do: {String.to_atom(name), path: beside.(name), only: :test, runtime: false, override: true}
 
     [{:nx, @nx_requirement, path: nx, override: true} | required ++ tests]
   end
 
+  # Never in a Hex package (hex_metadata.config beside mix.exs): a user's environment does not change
+  # what a dependency asks for.
   defp nx_path do
     case System.get_env("PLUGBOARD_NX_PATH") do
       nil -> nil
       "" -> nil
-      path -> Path.expand(path)
+      path -> if File.exists?(Path.expand("hex_metadata.config", __DIR__)), do: nil, else: Path.expand(path)
     end
   end
 
