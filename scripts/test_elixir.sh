@@ -120,7 +120,7 @@ if [ "$PLUGBOARD_WITH_NX" = 1 ]; then
   nx_main=${PLUGBOARD_NX_MAIN:-$root/../shared/vendor/hex-nxmain}
   if [ -f "$nx_main/nx/mix.exs" ]; then
     nx_main_src="$build/nx-main-src"
-    rm -rf "$nx_main_src" && mkdir -p "$nx_main_src" && cp -r "$nx_main"/. "$nx_main_src/" && chmod -R u+w "$nx_main_src"
+    rm -rf "$nx_main_src" && mkdir -p "$nx_main_src" && cp -a "$nx_main"/. "$nx_main_src/" && chmod -R u+w "$nx_main_src"
     echo "[elixir] Nx on plugboard on Nx's main branch ($nx_main)"
     (cd "$root/bindings/elixir/plugboard_nx" && with_nx_elixir env MIX_ENV=test MIX_BUILD_ROOT="$build/elixir-build-nxmain" \
        PLUGBOARD_NX_PATH="$nx_main_src/nx" mix test)

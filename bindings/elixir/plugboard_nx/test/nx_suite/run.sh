@@ -40,7 +40,10 @@ ebins=$(ls -d "${MIX_BUILD_ROOT:-$here/_build}"/test/lib/{plugboard,plugboard_nx
 mv "$work/nx/test/test_helper.exs.new" "$work/nx/test/test_helper.exs"
 cd "$work/nx"
 set +e
-MIX_ENV=test mix test --exclude distributed "$@" > "$work/nx_test.log" 2>&1
+# Nx's own build folder, not the caller's: in MIX_BUILD_ROOT it would overwrite the build of the nx
+# dependency that plugboard_nx was compiled against, and the next plugboard_nx build would recompile
+# Nx and everything above it.
+MIX_ENV=test MIX_BUILD_ROOT="$work/_build" mix test --exclude distributed "$@" > "$work/nx_test.log" 2>&1
 set -e
 [ -n "${PLUGBOARD_NX_SUITE_LOG:-}" ] && cp "$work/nx_test.log" "$PLUGBOARD_NX_SUITE_LOG"
 grep -E "^(Finished in|[0-9]+ doctests)" "$work/nx_test.log" || { tail -n 40 "$work/nx_test.log"; exit 1; }
