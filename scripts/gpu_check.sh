@@ -14,8 +14,8 @@
 #     sample's MLP for 20 steps, and a runtime_call).
 # run boots that release on the CUDA plugin the GPU machine's image has (jax-cuda13-pjrt; or the
 # plugin PLUGBOARD_GPU_CHECK_PLUGIN names), with the bridge, runs the same line there, and compares:
-# platform cuda, the runtime_call's exact answer, both losses within 1e-3 of the CPU's. Exit 0 when all
-# hold. Its output is also written to $OUT/gpu_check.txt when $OUT is set.
+# platform cuda, the runtime_call's and the ordered hook's exact answers, both losses within 1e-3 of
+# the CPU's, and a donated buffer written in place. Exit 0 when all hold. Its output is also written to $OUT/gpu_check.txt when $OUT is set.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$root/gpu-check
@@ -86,6 +86,8 @@ for k in ("loss_first", "loss_last"):
     g, c = float(gpu[k]), float(cpu[k])
     check(f"{k}: GPU {g} CPU {c} (within 1e-3 relative)", abs(g - c) <= 1e-3 * abs(c))
 check("the loss fell on the GPU", float(gpu["loss_last"]) < float(gpu["loss_first"]))
+check(f"an ordered hook (io_call) through the CUDA bridge saw sum(2 * iota(8)) = {gpu['hook']} (CPU {cpu['hook']}, exact 56.0)", gpu["hook"] != ":none" and float(gpu["hook"]) == 56.0 == float(cpu["hook"]))
+check(f"a donated buffer took the aliased output in place (GPU {gpu['donated_in_place']}, CPU {cpu['donated_in_place']})", gpu["donated_in_place"] == "true" == cpu["donated_in_place"])
 sys.exit(0 if ok else 1)
 PY
   ;;
