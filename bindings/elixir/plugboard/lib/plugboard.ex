@@ -555,14 +555,15 @@ defmodule Plugboard do
   @spec run(Executable.t(), [Buffer.t()], keyword()) :: result([Buffer.t()])
   def run(exe, args, opts \\ [])
 
-  # The common call: a program without host callbacks, no options (nothing to check).
+  # The common call: a program without host callbacks, no options (nothing to check). The run is
+  # awaited here, so nobody else can await it (a private Plugboard.Run: `shared?` false).
   def run(%Executable{callbacks: []} = exe, args, []) when is_list(args) do
-    with {:ok, run} <- start(exe, args, [], 0, [], nil, %{}, %{}), do: await(run, :infinity)
+    with {:ok, run} <- start(exe, args, [], 0, [], nil, %{}, %{}, false), do: await(run, :infinity)
   end
 
   def run(exe, args, opts) do
     with {:ok, timeout} <- Options.timeout(if(Keyword.keyword?(opts), do: opts, else: []), :timeout, :infinity),
-         {:ok, run} <- run_async(exe, args, opts),
+         {:ok, run} <- launch(exe, args, opts, false),
          do: await(run, timeout)
   end
 
@@ -588,7 +589,7 @@ defmodule Plugboard do
          {:ok, donate} <- donate(opts),
          true <- Enum.all?(args_per_device, &is_list/1) || Options.invalid("run_partitioned: each device's arguments must be a list of buffers"),
          ref = make_ref(),
-         span = Telemetry.run_start(exe.name, exe.target, exe.devices) do
+         span = Telemetry.run_start(exe.name, exe.target, exe.devices, false) do
       case Native.execute_partitioned(r, args_per_device, donate, self(), ref) do
         {:started, gate} ->
           await(%Run{ref: ref, gate: gate, blocking: %{}, ordered: %{}, executable: exe.name, telemetry: Telemetry.run_launched(span)}, timeout)
@@ -612,26 +613,29 @@ defmodule Plugboard do
   @spec run_async(Executable.t(), [Buffer.t()], keyword()) :: result(Run.t())
   def run_async(exe, args, opts \\ [])
 
-  def run_async(%Executable{callbacks: []} = exe, args, []) when is_list(args),
-    do: start(exe, args, [], 0, [], nil, %{}, %{})
+  def run_async(exe, args, opts), do: launch(exe, args, opts, true)
 
-  def run_async(%Executable{} = exe, args, opts) when is_list(args) do
+  # run_async/3, and run/3 with options (`shared?` false: run/3 awaits it itself).
+  defp launch(%Executable{callbacks: []} = exe, args, [], shared?) when is_list(args),
+    do: start(exe, args, [], 0, [], nil, %{}, %{}, shared?)
+
+  defp launch(%Executable{} = exe, args, opts, shared?) when is_list(args) do
     with :ok <- Options.known(opts, [:callbacks, :ordered, :donate, :device, :callback_timeout, :timeout], "run"),
          {:ok, _} <- Options.timeout(opts, :timeout, :infinity),
          {:ok, limit} <- Options.timeout(opts, :callback_timeout, 60_000),
          {:ok, device} <- Options.index(opts, :device, 0),
          {:ok, donate} <- donate(opts),
          {:ok, routes, blocking, ordered} <- bindings(exe, opts) do
-      start(exe, args, donate, device, routes, if(limit == :infinity, do: nil, else: limit), blocking, ordered)
+      start(exe, args, donate, device, routes, if(limit == :infinity, do: nil, else: limit), blocking, ordered, shared?)
     end
   end
 
-  def run_async(exe, args, _opts),
+  defp launch(exe, args, _opts, _shared?),
     do: Options.invalid("run: expected a %Plugboard.Executable{} and a list of buffers, got #{inspect(exe, limit: 3)} and #{inspect(args, limit: 3)}")
 
-  defp start(%Executable{resource: r} = exe, args, donate, device, routes, limit, blocking, ordered) do
+  defp start(%Executable{resource: r} = exe, args, donate, device, routes, limit, blocking, ordered, shared?) do
     ref = make_ref()
-    span = Telemetry.run_start(exe.name, exe.target, device)
+    span = Telemetry.run_start(exe.name, exe.target, device, shared?)
 
     case Native.execute(r, args, donate, device, routes, limit, self(), ref) do
       {:started, gate} ->

@@ -86,15 +86,16 @@ defmodule Plugboard.Telemetry do
 
   @doc false
   # A run started: its start event now; what its stop needs (kept in its %Plugboard.Run{}, so that a
-  # run dropped without an await leaves nothing behind), or nil when events are off. `once` makes a
-  # second await of the same run emit nothing.
-  def run_start(executable, target, device) do
+  # run dropped without an await leaves nothing behind), or nil when events are off. `once` (an
+  # atomic) makes a second await of the same run emit nothing; a run whose caller awaits it in the
+  # same call (`run/3`: nobody else sees its Plugboard.Run) needs none (`shared?` false).
+  def run_start(executable, target, device, shared? \\ true) do
     if enabled?() do
       metadata = %{executable: executable, target: target, device: device}
       start = System.monotonic_time()
       # Erlang's system time is its monotonic time plus the time offset: one clock read, not two.
       :telemetry.execute([:plugboard, :run, :start], %{system_time: start + System.time_offset(), monotonic_time: start}, metadata)
-      %{start: start, metadata: metadata, once: :atomics.new(1, []), in_flight: false}
+      %{start: start, metadata: metadata, once: if(shared?, do: :atomics.new(1, [])), in_flight: false}
     end
   end
 
@@ -109,13 +110,32 @@ defmodule Plugboard.Telemetry do
   def run_stop(nil, outcome), do: outcome
 
   def run_stop(%{start: start, metadata: metadata, once: once, in_flight: in_flight}, outcome) do
-    if :atomics.compare_exchange(once, 1, 0, 1) == :ok do
+    if once == nil or :atomics.compare_exchange(once, 1, 0, 1) == :ok do
       if in_flight, do: Plugboard.Telemetry.Summary.run_landed()
       stop = System.monotonic_time()
+      # The summary's counts directly (no handler: the event may have none).
+      Plugboard.Telemetry.Summary.count_run(stop - start, outcome)
       :telemetry.execute([:plugboard, :run, :stop], %{duration: stop - start, monotonic_time: stop}, result(metadata, outcome))
     end
 
     outcome
+  end
+
+  @doc false
+  # When something whose event comes later started (Plugboard.Nx's cache lookup): nil when events
+  # are off, and then no clock is read.
+  def start_time, do: if(enabled?(), do: System.monotonic_time())
+
+  @doc false
+  # A hit of Plugboard.Nx's own cache (which never reaches Plugboard.compile/3): its [:plugboard,
+  # :compile] event, the lookup's duration from `start` (start_time/0; nil: events are off).
+  def cache_hit(nil, _target), do: :ok
+
+  def cache_hit(start, target) do
+    duration = System.monotonic_time() - start
+    Plugboard.Telemetry.Summary.count_compile(:nx_cache, duration)
+    :telemetry.execute([:plugboard, :compile], %{duration: duration, compile_ms: nil},
+                       %{name: nil, source: :nx_cache, target: target, result: :ok, error: nil})
   end
 
   @doc false
@@ -124,6 +144,7 @@ defmodule Plugboard.Telemetry do
     if enabled?() do
       {source, ms} = with {:ok, exe} <- outcome, do: {exe.source, exe.compile_ms}, else: (_ -> {nil, nil})
       measurements = %{duration: System.monotonic_time() - start, compile_ms: ms}
+      Plugboard.Telemetry.Summary.count_compile(source, measurements.duration)
       :telemetry.execute([:plugboard, :compile], measurements, result(%{name: name, source: source, target: target}, outcome))
     end
 

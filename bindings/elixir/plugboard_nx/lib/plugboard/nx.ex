@@ -154,6 +154,10 @@ defmodule Plugboard.Nx do
   # callbacks, by name, each a function of one argument (or nil: the expression's own callback).
   defp hooks!(opts) do
     case Keyword.get(opts, :hooks, %{}) do
+      # The common call binds none: nothing to check (on every jit call).
+      hooks when hooks == %{} ->
+        hooks
+
       hooks when is_map(hooks) ->
         for {name, fun} <- hooks, not (is_nil(fun) or is_function(fun, 1)) do
           raise ArgumentError,
@@ -199,6 +203,8 @@ defmodule Plugboard.Nx do
 
   # The constants' buffers, copied to `device` when the program runs elsewhere than where they were
   # made (a portable program with several device_ids).
+  defp on_device(_client, [], _device), do: []
+
   defp on_device(client, buffers, device) do
     Enum.map(buffers, fn
       %Plugboard.Buffer{device: ^device} = b -> b

@@ -1,11 +1,13 @@
 defmodule Plugboard.Telemetry.Summary do
   @moduledoc """
   This node's plugboard activity, summed from `Plugboard.Telemetry`'s events since the `:plugboard`
-  application started: a process under `Plugboard.Supervisor` that attaches handlers and owns their
-  `:counters` (the handlers run in the processes that emit and add to them: nothing waits on this
-  process) and an ETS table with the last boot and, per process with runs launched on a thread, how
-  many it has not awaited yet (a row each, removed when the process exits: this process monitors
-  it). `snapshot/0` reads them (two ETS lookups, one ETS select and 16 counters; what
+  application started: a process under `Plugboard.Supervisor` that owns `:counters` and an ETS table
+  with the last boot and, per process with runs launched on a thread, how many it has not awaited
+  yet (a row each, removed when the process exits: this process monitors it). Nothing waits on this
+  process: runs and compiles (Plugboard.Nx's cache hits included) are added to the counters where
+  their events are emitted, a few `:counters` operations, with no `:telemetry` handler in between
+  (what a run pays for the summary: nanoseconds); boots and host callbacks through handlers it
+  attaches. `snapshot/0` reads them (two ETS lookups, one ETS select and 16 counters; what
   `Plugboard.Cluster`'s node report carries).
 
   `snapshot/0` returns a plain map (durations in milliseconds, floats):
@@ -34,13 +36,16 @@ defmodule Plugboard.Telemetry.Summary do
 
   @table __MODULE__
   @sources [:compiled, :compile_cache, :precompiled, :nx_cache]
+  # Runs and compiles are not among them: Plugboard.Telemetry adds them to the counters itself
+  # (count_run/2, count_compile/3), a few :counters operations instead of a handler's dispatch on
+  # every run and every hit of Plugboard.Nx's cache.
   @events [
     [:plugboard, :boot, :stop],
-    [:plugboard, :compile],
-    [:plugboard, :run, :stop],
     [:plugboard, :host_callback, :stop],
     [:plugboard, :host_callback, :exception]
   ]
+  # Where the run path finds the counters (put at init, erased at terminate).
+  @counters {__MODULE__, :counters}
 
   # The counters (one :counters array, given to the handlers as their config): per compile source a
   # count and a total (native units), then the rest.
@@ -66,6 +71,7 @@ defmodule Plugboard.Telemetry.Summary do
       :ets.insert(@table, [{:counters, counters}, {:boot, nil}])
       Process.flag(:trap_exit, true)
       :ok = :telemetry.attach_many(handler_id(), @events, &__MODULE__.handle_event/4, counters)
+      :persistent_term.put(@counters, counters)
     end
 
     {:ok, nil}
@@ -88,6 +94,7 @@ defmodule Plugboard.Telemetry.Summary do
   @impl true
   def terminate(_reason, _state) do
     if Telemetry.enabled?(), do: :telemetry.detach(handler_id())
+    :persistent_term.erase(@counters)
     :ok
   end
 
@@ -133,22 +140,42 @@ defmodule Plugboard.Telemetry.Summary do
   end
 
   @doc false
+  # A run's stop (Plugboard.Telemetry.run_stop/2), in the process that awaited it: nothing when the
+  # summary is not running.
+  def count_run(duration, outcome) do
+    case :persistent_term.get(@counters, nil) do
+      nil ->
+        :ok
+
+      c ->
+        :counters.add(c, @runs, 1)
+        :counters.add(c, @run_total, duration)
+        :counters.put(c, @run_last, duration)
+        if elem(outcome, 0) == :error, do: :counters.add(c, @run_errors, 1)
+        :ok
+    end
+  end
+
+  @doc false
+  # A compile's answer or a hit of Plugboard.Nx's cache (Plugboard.Telemetry.compiled/4,
+  # cache_hit/2): `source` nil for an error.
+  def count_compile(source, duration) do
+    case :persistent_term.get(@counters, nil) do
+      nil ->
+        :ok
+
+      c when source in @sources ->
+        i = count(source)
+        :counters.add(c, i, 1)
+        :counters.add(c, i + 1, duration)
+
+      c ->
+        :counters.add(c, @compile_errors, 1)
+    end
+  end
+
+  @doc false
   # Runs in the process that emitted the event.
-  def handle_event([:plugboard, :run, :stop], %{duration: d}, metadata, c) do
-    :counters.add(c, @runs, 1)
-    :counters.add(c, @run_total, d)
-    :counters.put(c, @run_last, d)
-    if metadata.result == :error, do: :counters.add(c, @run_errors, 1)
-  end
-
-  def handle_event([:plugboard, :compile], %{duration: d}, %{result: :ok, source: source}, c) when source in @sources do
-    i = count(source)
-    :counters.add(c, i, 1)
-    :counters.add(c, i + 1, d)
-  end
-
-  def handle_event([:plugboard, :compile], _, _, c), do: :counters.add(c, @compile_errors, 1)
-
   def handle_event([:plugboard, :host_callback, kind], %{duration: d}, metadata, c) do
     :counters.add(c, @calls, 1)
     :counters.add(c, @call_total, d)

@@ -58,7 +58,8 @@ defmodule Plugboard.Nx.Cache do
 
   @doc "The compiled value for `key` (made by key/4 for `client`), compiling it with `compile` on a miss."
   def get_or_compile(client, {:program, _, _, _, _} = key, compile) do
-    start = System.monotonic_time()
+    # Read only when telemetry is on (the hit's event measures the lookup).
+    start = Plugboard.Telemetry.start_time()
 
     case :ets.lookup(@table, key) do
       [{^key, {:ready, value}, used}] ->
@@ -66,8 +67,7 @@ defmodule Plugboard.Nx.Cache do
         now = stamp()
         if now - used >= @stamp_ms, do: :ets.update_element(@table, key, {3, now})
         # A hit never reaches Plugboard.compile/3: its [:plugboard, :compile] event is this one.
-        Plugboard.Telemetry.execute([:plugboard, :compile], %{duration: System.monotonic_time() - start, compile_ms: nil},
-                                    %{name: nil, source: :nx_cache, target: client.target, result: :ok, error: nil})
+        Plugboard.Telemetry.cache_hit(start, client.target)
         value
 
       [{^key, {:compiling, pid}, _}] ->

@@ -28,7 +28,11 @@ defmodule Plugboard.Nx.Donation do
   def donatable?(_), do: false
 
   @doc "The indices, among `params` (flat tensors, in order), of the donatable ones."
-  def donated(params), do: for({p, i} <- Enum.with_index(params), donatable?(p), do: i)
+  def donated(params), do: donated(params, 0)
+
+  # One pass, no index list (on every jit call).
+  defp donated([], _i), do: []
+  defp donated([p | rest], i), do: if(donatable?(p), do: [i | donated(rest, i + 1)], else: donated(rest, i + 1))
 
   @doc """
   The argument attributes (param index => attribute dictionary, the emitter's `annotations.args`)
@@ -54,6 +58,7 @@ defmodule Plugboard.Nx.Donation do
   end
 
   @doc "The positions, among the run's arguments (the parameters in `used`, in order), of the donated ones."
+  def positions([], _used), do: []
   def positions(donated, used), do: for({i, pos} <- Enum.with_index(used), i in donated, do: pos)
 
   @doc """
