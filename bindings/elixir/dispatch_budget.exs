@@ -1,0 +1,34 @@
+# The dispatch guard's budget: reductions of the calling process per call (BEAM reductions: the
+# function, BIF and NIF calls it makes; a count that does not depend on the machine's load) on the
+# paths below, with telemetry as the :plugboard application starts it (on, with the summary, where
+# :telemetry is loaded: the Elixir 1.18 pass; absent on Debian's Elixir 1.14). Checked by
+# plugboard's test/dispatch_budget_test.exs and plugboard_nx's test/dispatch_budget_test.exs
+# (dispatch_budget_check.exs): a figure over its budget by more than `margin` fails the test.
+#
+# To record the figures of a toolchain (or after a change meant to cost more), run the two tests
+# with PLUGBOARD_DISPATCH_RECORD=1 and put the printed lines here. To see where a call's reductions
+# go: :cprof (OTP's call counter; Mix.ensure_application!(:tools)) around 1000 calls, as
+# /work/notes36/dispatch.md did.
+%{
+  command:
+    "PLUGBOARD_DISPATCH_RECORD=1 mix test test/dispatch_budget_test.exs (in bindings/elixir/plugboard and in bindings/elixir/plugboard_nx, " <>
+      "with the environment scripts/test_elixir.sh gives each pass); put the printed lines in bindings/elixir/dispatch_budget.exs",
+  margin: 0.03,
+  paths: %{
+    run: %{
+      path: "Plugboard.run!/2 of x + 1 (f32[4], launched inline): Plugboard.run/3's fast clause, start/9, Plugboard.Native.execute/8, await/2, Plugboard.Telemetry's run span",
+      # The same on the three CPU plugins.
+      figures: [
+        {[otp: "25", elixir: "1.18", telemetry: true], 47.3},
+        {[otp: "25", elixir: "1.14", telemetry: false], 16.1}
+      ]
+    },
+    jit: %{
+      path: "a cached Nx.Defn.jit call of x + 1 (f32[4], argument on the device): Nx.Defn's jit, Plugboard.Nx.__compile__/4 (client, options, Cache.key/4, the cache hit and its event), the run closure, Plugboard.run!",
+      # The largest of the three CPU plugins (288.9 to 290.9).
+      figures: [
+        {[otp: "25", elixir: "1.18", telemetry: true, nx: "0.13.1"], 290.9}
+      ]
+    }
+  }
+}
