@@ -288,8 +288,8 @@ defmodule Plugboard do
   and two counts since the VM loaded the NIF: `buffer_destroys_on_schedulers`, the device buffers
   destroyed (their last reference let go of) on a normal scheduler thread, and
   `message_copies_on_schedulers`, the `notify_when_dropped/3` messages copied on one. The garbage
-  collector's destructors run on the collecting scheduler: a scheduler destroys the first 64 small
-  buffers of a burst (at most 50 µs of them) itself and hands the rest, and any buffer over 1 MiB, to
+  collector's destructors run on the collecting scheduler: a scheduler destroys the first 512 small
+  buffers of a burst (at most 250 µs of them) itself and hands the rest, and any buffer over 1 MiB, to
   plugboard's threads, batched; a burst ends once the scheduler has run other work.
   """
   @spec native_objects() :: %{atom() => non_neg_integer()}
