@@ -7,8 +7,8 @@
 #
 # To record the figures of a toolchain (or after a change meant to cost more), run the two tests
 # with PLUGBOARD_DISPATCH_RECORD=1 and put the printed lines here. To see where a call's reductions
-# go: :cprof (OTP's call counter; Mix.ensure_application!(:tools)) around 1000 calls, as
-# /work/notes36/dispatch.md did.
+# go: OTP's call counter around 1000 calls (Mix.ensure_application!(:tools); :cprof.start(); the
+# calls; :cprof.pause(); :cprof.analyse(0)), before and after the change.
 %{
   command:
     "PLUGBOARD_DISPATCH_RECORD=1 mix test test/dispatch_budget_test.exs (in bindings/elixir/plugboard and in bindings/elixir/plugboard_nx, " <>
