@@ -12,6 +12,7 @@
 
 #include "callback/execution_state.h"
 #include "base/happens_before.h"
+#include "base/trace.h"
 #include "callback/ordered_delivery.h"
 
 namespace plugboard::internal {
@@ -243,6 +244,8 @@ Status enqueue_ordered(PendingOrdered& p, std::span<const PbHostTensor> operands
   const HostCallbacks::Entry* entry = p.entry;
   OrderedDelivery& delivery = state->receiver->delivery();
   const uint64_t ticket = delivery.post([state, entry, call = std::move(p.call)]() mutable {
+    trace::Scope span("ordered_callback", "callback");  // the host function, on the thread delivering it
+    span.arg("target", call.name).arg("sequence", static_cast<int64_t>(call.sequence));
     try {
       Status st = entry->ordered(call);
       if (!st)
@@ -294,6 +297,8 @@ void bridge_release(void* ctx) { delete static_cast<PendingOrdered*>(ctx); }
 XLA_FFI_Error* dispatch_ordered(const TargetSlot* slot, ExecutionState* state, const HostCallbacks::Entry* entry,
                                 XLA_FFI_CallFrame* frame) {
   const XLA_FFI_Api* api = frame->api;
+  trace::Scope span("ordered_callback_queued", "callback");  // on the plugin's thread: copying and queueing
+  span.arg("target", slot->name).arg("executable", state->name);
   if (const size_t arrays = count_arrays(frame->rets.size, frame->rets.types, frame->rets.rets); arrays > 0)
     return fail(api, Code::kInvalidArgument,
                 "ordered host callback '" + slot->name + "' cannot return arrays (only a token); the program "
@@ -322,6 +327,9 @@ XLA_FFI_Error* dispatch_ordered(const TargetSlot* slot, ExecutionState* state, c
 XLA_FFI_Error* dispatch_blocking(const TargetSlot* slot, ExecutionState* state, const HostCallbacks::Entry* entry,
                                  XLA_FFI_CallFrame* frame) {
   const XLA_FFI_Api* api = frame->api;
+  // On the plugin's thread: the time the program waits for the host side's answer.
+  trace::Scope span("blocking_callback", "callback");
+  span.arg("target", slot->name).arg("executable", state->name);
   state->blocking_calls.fetch_add(1, std::memory_order_relaxed);
   // The host sees one order across both kinds: the ordered calls this execution made before this
   // one are delivered first (run here if they are still queued: the program waits anyway).

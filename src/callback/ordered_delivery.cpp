@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "base/thread_pool.h"
+#include "base/trace.h"
 
 namespace plugboard {
 
@@ -26,6 +27,7 @@ ThreadPool& delivery_pool() {
 void deliver_on_pool(std::function<void(Status)> done, Status status) noexcept {
   try {
     delivery_pool().post([done = std::move(done), status = std::move(status)]() mutable {
+      trace::Scope span("deliver", "delivery");  // a completion's function, on the delivery thread
       try {
         done(std::move(status));
       } catch (...) {

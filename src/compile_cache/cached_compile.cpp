@@ -8,6 +8,7 @@
 #include "base/no_throw.h"
 #include "base/regular_file.h"
 #include "base/sha256.h"
+#include "base/trace.h"
 #include "compile_cache/cache_key.h"
 #include "compile_cache/description_text.h"
 #include "compile_cache/entry.h"
@@ -96,6 +97,8 @@ std::string describe(Origin origin, double ms) {
 Expected<CompileOutcome> compile(const Client& client, const Program& program, const CompileOptions& options,
                                  const CompileSources& sources) noexcept {
   return no_throw("compiling through the compile cache", [&]() -> Expected<CompileOutcome> {
+    trace::Scope span("compile", "compile");
+    if (span) span.arg("program", program.name()).arg("plugin", client.plugin().path().string());
     CompileOutcome out;
     auto compile_here = [&]() -> Status {
       const auto start = Clock::now();
@@ -133,24 +136,33 @@ Expected<CompileOutcome> compile(const Client& client, const Program& program, c
     };
 
     if (const PrecompiledFile* file = precompiled_for(sources.precompiled, out.key)) {
+      trace::Scope step("precompiled_load", "compile");
       const auto start = Clock::now();
       auto entry = read_precompiled(*file);
       if (!entry) out.notes.push_back(entry.error().to_string());
-      else if (load(std::move(*entry), file->path, Origin::kPrecompiled, start)) return out;
+      const bool loaded = entry && load(std::move(*entry), file->path, Origin::kPrecompiled, start);
+      step.arg("outcome", loaded ? "loaded" : "refused");
+      if (loaded) return out;
     }
     if (sources.cache) {
+      trace::Scope step("compile_cache_lookup", "compile");
       const auto start = Clock::now();
       DiskCache::Found found = sources.cache->find(out.key);
       if (found.problem) out.notes.push_back("compile cache: " + *found.problem);
+      step.arg("outcome", found.entry ? "hit" : "miss");
       if (found.entry) {
+        step.arg("bytes", static_cast<int64_t>(found.entry->payload.size()));
         if (load(std::move(*found.entry), sources.cache->entry_path(out.key), Origin::kCompileCache, start)) return out;
+        step.arg("refused", 1);
         sources.cache->remove(out.key);
       }
     }
 
     PB_RETURN_IF_ERROR(compile_here());
     if (!sources.cache) return out;
+    trace::Scope store("compile_cache_store", "compile");
     auto serialized = out.executable->serialize();
+    if (serialized) store.arg("bytes", static_cast<int64_t>(serialized->size()));
     if (!serialized) {
       out.notes.push_back("not stored in the compile cache: " + serialized.error().to_string());
       return out;

@@ -3,6 +3,7 @@
 #include "base/no_throw.h"
 #include "abi/api.h"
 #include "runtime/client.h"
+#include "runtime/traced_event.h"
 
 namespace plugboard {
 
@@ -78,18 +79,27 @@ Expected<Event> Buffer::to_host_async(std::span<std::byte> dst) const {
   if (dst.size() != byte_size())
     return invalid_argument("destination holds " + std::to_string(dst.size()) + " bytes, the " + shape_string() +
                             " buffer needs " + std::to_string(byte_size()));
+  trace::Scope span("copy_to_host", "transfer");
+  span.arg("bytes", static_cast<int64_t>(dst.size())).arg("device", device_index_);
   const abi::Api& api = client_->plugin().api();
   auto args = PB_PJRT_ARGS(PJRT_Buffer_ToHostBuffer_Args);
   args.src = handle_;
   args.dst = dst.data();
   args.dst_size = dst.size();
   PB_RETURN_IF_ERROR(PB_PJRT_CALL(api, PJRT_Buffer_ToHostBuffer, args));
-  return Event(client_, args.event);
+  Event copied(client_, args.event);
+  if (span)  // on the device's track: from the call until the bytes are on the host
+    finish_when_ready(copied,
+                      std::move(trace::Deferred("copy_to_host", "device", span.start_ns()).arg("bytes", static_cast<int64_t>(dst.size()))),
+                      client_->devices()[static_cast<size_t>(device_index_)].trace_track);
+  return copied;
 }
 
 Status Buffer::to_host(std::span<std::byte> dst) const noexcept {
   return no_throw("copying a buffer to the host", [&]() -> Status {
     if (dst.empty() && byte_size() == 0 && handle_) return ok();  // zero-size: nothing to copy
+    trace::Scope span("to_host", "transfer");  // the copy and the wait for it
+    span.arg("bytes", static_cast<int64_t>(dst.size()));
     PB_ASSIGN_OR_RETURN(Event event, to_host_async(dst));
     return event.await();
   });

@@ -1,4 +1,5 @@
 #include "runtime/client.h"
+#include "runtime/traced_event.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -113,6 +114,7 @@ Expected<std::shared_ptr<Client>> Client::create(std::shared_ptr<const Plugin> p
                                                                            "device " + std::to_string(i), listed[i]),
                                                     doing));
       PB_ASSIGN_OR_RETURN(DeviceInfo info, annotate(describe(api, d), doing + ": describing device " + std::to_string(i)));
+      info.trace_track = trace::named_track("device " + std::to_string(i) + " (" + info.kind + ")");
       client->devices_.push_back(std::move(info));
       client->device_handles_.push_back(d);
     }
@@ -154,6 +156,8 @@ Status Client::check_array(size_t bytes, DType dtype, std::span<const int64_t> d
 Expected<Buffer> Client::transfer(std::span<const std::byte> data, DType dtype, std::span<const int64_t> dims,
                                   int device_index, int semantics, Event& done) const {
   PB_RETURN_IF_ERROR(check_array(data.size(), dtype, dims, device_index));
+  trace::Scope span("copy_to_device", "transfer");
+  span.arg("bytes", static_cast<int64_t>(data.size())).arg("device", device_index);
   const abi::Api& api = plugin_->api();
   auto args = PB_PJRT_ARGS(PJRT_Client_BufferFromHostBuffer_Args);
   args.client = client_;
@@ -165,7 +169,13 @@ Expected<Buffer> Client::transfer(std::span<const std::byte> data, DType dtype, 
   args.device = device_handles_[static_cast<size_t>(device_index)];
   PB_RETURN_IF_ERROR(PB_PJRT_CALL(api, PJRT_Client_BufferFromHostBuffer, args));
   done = Event(shared_from_this(), args.done_with_host_buffer);
-  return Buffer(shared_from_this(), args.buffer, dtype, Dims(dims), device_index);
+  Buffer buffer(shared_from_this(), args.buffer, dtype, Dims(dims), device_index);
+  if (span)  // on the device's track: from the call until the buffer is ready there
+    if (auto ready = buffer.ready_event())
+      finish_when_ready(*ready, std::move(trace::Deferred("copy_to_device", "device", span.start_ns())
+                                              .arg("bytes", static_cast<int64_t>(data.size()))),
+                        devices_[static_cast<size_t>(device_index)].trace_track);
+  return buffer;
 }
 
 Expected<Buffer> Client::buffer_from_host(std::span<const std::byte> data, DType dtype, std::span<const int64_t> dims,

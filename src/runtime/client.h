@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/dtype.h"
+#include "base/trace.h"
 #include "base/host_block_pool.h"
 #include "base/status.h"
 #include "plugboard/key_value_store.h"
@@ -31,6 +32,7 @@ struct DeviceInfo {
   std::string kind;         // "cpu", "NVIDIA H200", ...
   std::string description;  // the plugin's DebugString
   std::string display;      // the plugin's ToString
+  trace::Track trace_track = 0;  // its track in traces: "device 0 (cpu)"
 };
 
 // What an adopted buffer's device may do to the host memory under it (buffer_from_host_adopt).

@@ -6,6 +6,7 @@
 #include "plugin/plugin_output.h"
 #include "runtime/client.h"
 #include "runtime/executable_internal.h"
+#include "runtime/traced_event.h"
 
 namespace plugboard {
 
@@ -76,7 +77,11 @@ Expected<std::shared_ptr<Executable>> compile(std::shared_ptr<const Client> clie
   args.program = &pjrt_program;
   args.compile_options = serialized.data();
   args.compile_options_size = serialized.size();
-  PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Client_Compile, args), doing));
+  {
+    trace::Scope span("PJRT_Client_Compile", "plugin");
+    span.arg("program", program.name()).arg("bytes", static_cast<int64_t>(program.bytes().size()));
+    PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Client_Compile, args), doing));
+  }
   return adopt_loaded(std::move(client), args.executable, options.portable, doing, nullptr);
 }
 
@@ -88,7 +93,11 @@ Expected<std::shared_ptr<Executable>> deserialize(std::shared_ptr<const Client> 
   args.client = client->raw();
   args.serialized_executable = serialized.data();
   args.serialized_executable_size = serialized.size();
-  PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Executable_DeserializeAndLoad, args), doing));
+  {
+    trace::Scope span("PJRT_Executable_DeserializeAndLoad", "plugin");
+    span.arg("what", what).arg("bytes", static_cast<int64_t>(serialized.size()));
+    PB_RETURN_IF_ERROR(annotate(PB_PJRT_CALL(api, PJRT_Executable_DeserializeAndLoad, args), doing));
+  }
   if (!args.loaded_executable)
     return make_error(Code::kInternal, doing + ": PJRT_Executable_DeserializeAndLoad handed back no executable");
   return adopt_loaded(std::move(client), args.loaded_executable, portable, doing, known);
@@ -378,6 +387,7 @@ Status Executable::launch(std::span<Buffer* const> args, const ExecuteOptions& o
   // A portable program has no device assignment: it is always launched on a named device (device
   // 0 included). Another program runs where it was compiled for unless a device is asked for.
   if (portable_ || options.device != 0) exec.execute_device = client_->device_handle(options.device);
+  trace::Scope call("PJRT_LoadedExecutable_Execute", "plugin");
   if (auto st = PB_PJRT_CALL(api, PJRT_LoadedExecutable_Execute, exec); !st)
     return std::unexpected(std::move(st).error().annotate("executing " + name_));
   // Donated arguments were consumed by the plugin: their handles only need destroying.
@@ -423,6 +433,16 @@ class OutputSlots {
 };
 }  // namespace
 
+namespace {
+// An execution's span on its device's track, from its launch until its outputs are ready.
+trace::Deferred device_span(const std::string& executable, int64_t launched_ns, int device) {
+  return std::move(trace::Deferred("execute", "device", launched_ns).arg("executable", executable).arg("device", device));
+}
+trace::Track device_track(const Client& client, int device) {
+  return client.devices()[static_cast<size_t>(device)].trace_track;
+}
+}  // namespace
+
 Expected<Execution> Executable::execute_async(std::span<Buffer* const> args, const ExecuteOptions& options) const noexcept {
   return no_throw("executing", [&]() -> Expected<Execution> {
     const size_t n_out = signature_.results.size();
@@ -430,9 +450,12 @@ Expected<Execution> Executable::execute_async(std::span<Buffer* const> args, con
     PJRT_Event* complete[1] = {nullptr};
     Execution result;
     result.outputs.resize(n_out);  // before the launch: nothing after it may fail for want of memory
+    trace::Scope span("launch", "execute");
+    span.arg("executable", name_).arg("device", options.device);
     PB_RETURN_IF_ERROR(launch(args, options, slots.data(), complete));
 
     result.done = Event(client_, complete[0]);
+    if (span) finish_when_ready(result.done, device_span(name_, span.start_ns(), options.device), device_track(*client_, options.device));
     if (Status adopted = adopt_outputs(slots.data(), result.outputs, options.device); !adopted) {
       // The plugin gave outputs plugboard cannot take. The execution is running: an error returned
       // now would let the caller release what it uses (an execute context, host callbacks' state).
@@ -449,10 +472,13 @@ Status Executable::execute_into(std::span<Buffer* const> args, std::vector<Buffe
     const size_t n_out = signature_.results.size();
     OutputSlots slots(n_out);
     PJRT_Event* complete[1] = {nullptr};
+    trace::Scope span("execute", "execute");  // the launch and the wait for the outputs
+    span.arg("executable", name_).arg("device", options.device);
     // A refused call ran nothing: `outputs` stays as it was (its buffers may be this call's arguments).
     if (auto st = launch(args, options, slots.data(), complete); !st) return st;
     // The event is awaited and destroyed here: no Event object (and no client reference) is made.
     Status done = ok();
+    trace::Deferred on_device = span ? device_span(name_, span.start_ns(), options.device) : trace::Deferred();
     if (complete[0]) {
       const abi::Api& api = client_->plugin().api();
       auto await = PB_PJRT_ARGS(PJRT_Event_Await_Args);
@@ -462,6 +488,7 @@ Status Executable::execute_into(std::span<Buffer* const> args, std::vector<Buffe
       destroy.event = complete[0];
       (void)PB_PJRT_CALL(api, PJRT_Event_Destroy, destroy);
     }
+    if (on_device) on_device.arg("status", done ? std::string("ok") : code_name(done.error().code())).finish(device_track(*client_, options.device));
     if (!done) {
       // The execution failed: its outputs are released and the caller's storage (which may hold
       // this call's arguments) is left as it was.
@@ -529,7 +556,13 @@ Expected<std::vector<Execution>> Executable::execute_partitioned(std::span<const
     exec.output_lists = output_lists.data();
     exec.device_complete_events = complete.data();
     const abi::Api& api = client_->plugin().api();
-    if (auto st = PB_PJRT_CALL(api, PJRT_LoadedExecutable_Execute, exec); !st)
+    trace::Scope span("launch", "execute");
+    span.arg("executable", name_).arg("devices", static_cast<int64_t>(n_dev));
+    if (auto st = [&] {
+          trace::Scope call("PJRT_LoadedExecutable_Execute", "plugin");
+          return PB_PJRT_CALL(api, PJRT_LoadedExecutable_Execute, exec);
+        }();
+        !st)
       return std::unexpected(std::move(st).error().annotate("executing " + name_ + " on " + std::to_string(n_dev) + " devices"));
     for (const auto& list : args)
       for (int d : options.donate) list[static_cast<size_t>(d)]->give_up();
@@ -537,6 +570,7 @@ Expected<std::vector<Execution>> Executable::execute_partitioned(std::span<const
     Status adopted = ok();
     for (size_t k = 0; k < n_dev; ++k) {
       result[k].done = Event(client_, complete[k]);
+      if (span) finish_when_ready(result[k].done, device_span(name_, span.start_ns(), devices_[k]), device_track(*client_, devices_[k]));
       // Every device's outputs get owners, even after one device's are refused: none may leak.
       Status st = adopt_outputs(raw_outputs[k].data(), result[k].outputs, devices_[k], /*dims_from_buffers=*/true);
       if (!st && adopted) adopted = annotate(std::move(st), "device " + std::to_string(devices_[k]));

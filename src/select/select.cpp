@@ -9,6 +9,7 @@
 #include "base/parse_number.h"
 #include "base/terminal_text.h"
 #include "platforms/registry.h"
+#include "select/candidate_span.h"
 #include "select/policy.h"
 
 namespace plugboard::select {
@@ -197,7 +198,10 @@ Selection select_target(const std::vector<Candidate>& candidates, const SelectOp
   for (size_t k = 0; k < order.to_try.size(); ++k) {
     CandidateReport& r = sel.report.candidates[k];
     if (sel.client && !options.examine_all) break;  // the rest stay "not tried"
-    if (!check_before_loading(r, options)) continue;
+    CandidateSpan span(r);
+    const bool checked = check_before_loading(r, options);
+    span.stages();
+    if (!checked) continue;
     if (options.before_loading_only) {
       r.verdict = Verdict::kUsable;
       continue;
@@ -207,6 +211,7 @@ Selection select_target(const std::vector<Candidate>& candidates, const SelectOp
       StartOutcome child = start_isolated(r.candidate, options.isolation);
       const bool passed = !child.failed_stage;
       absorb(r, std::move(child));
+      span.stages("isolated");
       if (!passed) continue;
       if (options.examine_all) {
         r.verdict = sel.report.chosen ? Verdict::kUsable : Verdict::kChosen;
@@ -215,10 +220,12 @@ Selection select_target(const std::vector<Candidate>& candidates, const SelectOp
       }
       // The child got through: start it here for real (its stage times replace the child's).
       std::erase_if(r.stages, [](const StageResult& s) { return s.stage >= Stage::kLoaded; });
+      span.recorded_up_to_now();
     }
     StartOutcome here = start_in_process(r.candidate);
     std::shared_ptr<Client> client = here.client;
     absorb(r, std::move(here));
+    span.stages();
     if (!client) continue;
     r.stages.push_back({Stage::kChosen, true, 0, ""});
     r.verdict = Verdict::kChosen;

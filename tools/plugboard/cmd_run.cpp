@@ -9,6 +9,7 @@
 
 #include "base/clock.h"
 #include "base/parse_number.h"
+#include "base/trace.h"
 #include "commands.h"
 #include "json_output.h"
 #include "io/array_format.h"
@@ -41,6 +42,7 @@ struct Options {
   size_t print_limit = 50;
   bool plugin_defaults = false;
   bool json = false;
+  std::string trace_file;  // --trace: the run's trace (Chrome trace-event JSON) goes there
 };
 
 // The flags whose text must parse (numbers strictly: the whole text, in range; XLA options by their
@@ -191,6 +193,8 @@ Expected<nlohmann::json> report_outputs(const std::vector<Buffer>& outputs, cons
 }
 
 Expected<nlohmann::json> run(const Options& o) {
+  trace::Scope span("plugboard run", "cli");
+  span.arg("program", o.program);
   PB_ASSIGN_OR_RETURN(Opened opened, open_client(o));
   const std::shared_ptr<Client>& client = opened.client;
   const Plugin* plugin = &client->plugin();
@@ -216,6 +220,19 @@ Expected<nlohmann::json> run(const Options& o) {
   if (callbacks)
     report["callbacks"] = {{"blocking_calls", execution.blocking_calls}, {"ordered_calls", execution.ordered_calls}};
   PB_ASSIGN_OR_RETURN(report["outputs"], report_outputs(execution.outputs, o));
+  return report;
+}
+
+// run(), traced into o.trace_file when it is given: the trace is written whether the run succeeds or
+// not (a failed boot's stages are in it).
+Expected<nlohmann::json> run_traced(const Options& o) {
+  if (o.trace_file.empty()) return run(o);
+  PB_RETURN_IF_ERROR(annotate(trace::start(), "--trace " + o.trace_file));
+  auto report = run(o);
+  PB_ASSIGN_OR_RETURN(const trace::Trace recorded, annotate(trace::stop(), "--trace " + o.trace_file));
+  PB_RETURN_IF_ERROR(annotate(recorded.write(o.trace_file), "--trace"));
+  std::fprintf(stderr, "plugboard: trace of %zu spans written to %s (open it in https://ui.perfetto.dev)\n",
+               recorded.spans.size(), o.trace_file.c_str());
   return report;
 }
 
@@ -265,9 +282,12 @@ Command add_run_command(CLI::App& app) {
       ->check(callback_timeout_check());
   sub->add_option("--print-limit", o->print_limit_text, "values shown per tensor by the plugboard.print hook (default 50)");
   sub->add_flag("--json", o->json, "print JSON");
+  sub->add_option("--trace", o->trace_file,
+                  "write the run's trace to FILE: Chrome trace-event JSON (boot, compile, copies, execution, "
+                  "callbacks), which Perfetto (ui.perfetto.dev) and chrome://tracing open");
   return {sub, [o] {
             if (auto flags = parse_flags(*o); !flags) return usage_error(flags.error());
-            auto report = run(*o);
+            auto report = run_traced(*o);
             if (!report) {
               print_error(report.error());
               return 1;
