@@ -182,5 +182,6 @@ Table bench_compile_cache(Context& ctx);
 Table bench_threads(Context& ctx);
 Table bench_threads_callbacks(Context& ctx);
 Table bench_program_size(Context& ctx);
+Table bench_trace(Context& ctx);
 
 }  // namespace pbbench

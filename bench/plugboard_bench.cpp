@@ -1,6 +1,6 @@
 // plugboard_bench: plugboard against the raw PJRT C API, per plugin, in one run.
 //
-//   plugboard_bench [--plugin PATH]... [--quick] [--runs N] [--cases DIR] [--only dispatch|transfer|compile|cache|threads|size]...
+//   plugboard_bench [--plugin PATH]... [--quick] [--runs N] [--cases DIR] [--only dispatch|transfer|compile|cache|threads|size|trace]...
 //
 // With no --plugin: the three XLA CPU plugins from the dependency cache, where present.
 #include <algorithm>
@@ -36,7 +36,7 @@ void usage(std::FILE* out) {
                "  --runs N       the whole benchmark N times in a row; the summary shows every run's figure\n"
                "                 and checks a goal only when all N met it (default 1)\n"
                "  --cases DIR    the conformance cases folder (default %s/cases)\n"
-               "  --only NAME    run only dispatch, transfer, compile, cache, threads or size (repeatable)\n",
+               "  --only NAME    run only dispatch, transfer, compile, cache, threads, size or trace (repeatable)\n",
                PLUGBOARD_DEPS_DIR, PLUGBOARD_CONFORMANCE_DIR);
 }
 
@@ -88,7 +88,7 @@ int measure_plugin(const std::filesystem::path& path, const pbbench::Options& op
   for (const Entry& e : {Entry{"dispatch", &bench_dispatch}, Entry{"transfer", &bench_transfer},
                          Entry{"compile", &bench_compile}, Entry{"cache", &bench_compile_cache},
                          Entry{"threads", &bench_threads}, Entry{"threads", &bench_threads_callbacks},
-                         Entry{"size", &bench_program_size}}) {
+                         Entry{"size", &bench_program_size}, Entry{"trace", &bench_trace}}) {
     if (!wanted(e.name)) continue;
     try {
       const auto t0 = Clock::now();
@@ -205,8 +205,8 @@ int main(int argc, char** argv) {
     }
   }
   for (const auto& o : only)
-    if (o != "dispatch" && o != "transfer" && o != "compile" && o != "cache" && o != "threads" && o != "size") {
-      std::fprintf(stderr, "plugboard_bench: --only takes dispatch, transfer, compile, cache, threads or size, not '%s'\n",
+    if (o != "dispatch" && o != "transfer" && o != "compile" && o != "cache" && o != "threads" && o != "size" && o != "trace") {
+      std::fprintf(stderr, "plugboard_bench: --only takes dispatch, transfer, compile, cache, threads, size or trace, not '%s'\n",
                    o.c_str());
       return 2;
     }

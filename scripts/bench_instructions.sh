@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Instructions per dispatch (callgrind), beside the wall time scripts/bench.sh measures: the machine's
 # run-to-run spread is larger than the gap between plugboard and the raw C API. Runs plugboard_bench
-# --only dispatch --only threads under valgrind's callgrind (each loop counted alone:
+# --only dispatch --only threads --only trace (a span off and on, the dispatch loop traced) under valgrind's callgrind (each loop counted alone:
 # bench/instruction_count.h; the threads benchmark counts its host-callback program on one thread) and
 # prints, per plugin and program, the raw C API's instructions per iteration, plugboard's extra, and
 # how many of them plugboard's own code (src/) spends.
@@ -25,7 +25,7 @@ while [ $i -lt ${#plugins[@]} ]; do
   flag=${plugins[$i]}; path=${plugins[$((i + 1))]}; i=$((i + 2))
   mkdir -p "$out/$i"
   valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file="$out/$i/cg.%p" \
-    "$build_dir/bench/plugboard_bench" --only dispatch --only threads "$flag" "$path" > /dev/null 2> "$out/$i/log" ||
+    "$build_dir/bench/plugboard_bench" --only dispatch --only threads --only trace "$flag" "$path" > /dev/null 2> "$out/$i/log" ||
     { tail -n 20 "$out/$i/log"; exit 1; }
   echo "== $path"
   python3 - "$out/$i" <<'PY'
@@ -48,8 +48,11 @@ for f in glob.glob(sys.argv[1] + "/cg.*"):
                                       re.finditer(r"^\s*([\d,]+) \([^)]*\)\s+src/", listing, re.M)) / 2000
 print(f"   {'program':20} {'plugboard call':24} {'raw C API':>10} {'plugboard':>18} {'own code':>9}   (instructions per iteration)")
 for program, v in sorted(counts.items()):
-    raw = v["raw"]
+    raw = v.get("raw")  # none for the trace benchmark's span loops: counted alone
     for variant in sorted(k for k in v if k != "raw"):
+        if raw is None:
+            print(f"   {program:20} {variant:24} {'':>10} {v[variant]:10.0f} {'':8} {own.get((program, variant), 0):9.0f}")
+            continue
         print(f"   {program:20} {variant:24} {raw:10.0f} {v[variant]:10.0f} (+{v[variant] - raw:5.0f}) "
               f"{own.get((program, variant), 0):9.0f}")
 print("   own code: instructions the plugboard call spends in plugboard's own functions (src/), per call;")
