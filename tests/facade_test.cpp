@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <future>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -23,6 +24,7 @@
 
 #include "alloc_sweep.h"
 #include "plugboard/plugboard.h"
+#include "plugboard/trace.h"
 #include "real_plugins.h"
 
 namespace plugboard::api {
@@ -155,6 +157,44 @@ TEST_P(FacadeTest, ExecuteReportsCompletionOnADeliveryThreadWithoutAWaitingThrea
   // A second on_complete is refused; await() after completion returns the same outcome.
   EXPECT_EQ(run->on_complete([](Status) {}).error().code(), Code::kFailedPrecondition);
   EXPECT_TRUE(run->await());
+}
+
+// Traces as an embedder (the Elixir NIF) reaches them: plugboard/trace.h, exported by libplugboard.so.
+TEST_P(FacadeTest, TraceOfAnExecutionThroughTheLibrary) {
+  Executable exe = compile(kAdd);
+  ASSERT_TRUE(plugboard::trace::start({.process_name = "facade"}));
+  const int64_t t0 = plugboard::trace::now();
+  Buffer a = device_array({1, 2, 3, 4}), b = device_array({10, 20, 30, 40});
+  Buffer* args[] = {&a, &b};
+  auto run = exe.execute(args);
+  ASSERT_TRUE(run) << run.error().to_string();
+  std::promise<Status> outcome;
+  ASSERT_TRUE(run->on_complete([&](Status s) { outcome.set_value(std::move(s)); }));
+  EXPECT_TRUE(outcome.get_future().get());
+  ASSERT_TRUE(await_deliveries(30s));
+  const plugboard::trace::Track mine = plugboard::trace::named_track("facade test");
+  plugboard::trace::record("binding span", "binding", t0, plugboard::trace::now(), mine, {});
+  auto t = plugboard::trace::stop();
+  ASSERT_TRUE(t) << t.error().to_string();
+  EXPECT_EQ(t->process_name, "facade");
+  std::map<int, std::string> tracks;
+  for (const auto& track : t->tracks) tracks[track.tid] = track.name;
+  int launches = 0, on_device = 0, copies = 0, deliveries = 0, binding = 0;
+  for (const auto& span : t->spans) {
+    launches += span.name == "launch";
+    on_device += span.name == "execute" && span.category == "device" && tracks[span.tid] == "device 0 (cpu)";
+    copies += span.name == "copy_to_device" && span.category == "transfer";
+    deliveries += span.name == "deliver";
+    binding += span.name == "binding span" && tracks[span.tid] == "facade test";
+  }
+  EXPECT_EQ(launches, 1);
+  EXPECT_EQ(on_device, 1);
+  EXPECT_EQ(copies, 2);
+  EXPECT_GE(deliveries, 1);
+  EXPECT_EQ(binding, 1);
+  auto text = t->to_json();
+  ASSERT_TRUE(text);
+  EXPECT_NE(text->find("\"traceEvents\""), std::string::npos);
 }
 
 TEST_P(FacadeTest, OnCompleteAfterTheExecutionFinishedStillRunsOnADeliveryThread) {

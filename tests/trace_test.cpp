@@ -276,6 +276,36 @@ module @traced_callback attributes {mhlo.num_partitions = 1 : i32, mhlo.num_repl
 
 class TraceOnPlugin : public ::testing::TestWithParam<RealPlugin> {};
 
+// Off, the library's sites record nothing (compile, copies, executions); an execution launched while
+// off and finished while on leaves nothing either.
+TEST_P(TraceOnPlugin, OffTheLibraryRecordsNothing) {
+  ASSERT_FALSE(trace::enabled());
+  auto client = testing::make_client(GetParam().path);
+  ASSERT_TRUE(client);
+  auto program = Program::from_bytes(kAdd, "off.mlir");
+  ASSERT_TRUE(program);
+  auto exe = client->compile(*program);
+  ASSERT_TRUE(exe) << exe.error().to_string();
+  std::vector<float> a = {1, 2, 3, 4};
+  const std::vector<int64_t> dims = {4};
+  auto x = client->buffer_from_host(std::as_bytes(std::span(a)), DType::kF32, dims);
+  ASSERT_TRUE(x);
+  Buffer* args[] = {&*x, &*x};
+  auto run = (*exe)->execute_async(args);
+  ASSERT_TRUE(run);
+  PB_ASSERT_OK(run->done.await());
+  std::vector<float> out(4);
+  PB_ASSERT_OK(run->outputs[0].to_host(std::as_writable_bytes(std::span(out))));
+  auto launched_off = (*exe)->execute_async(args);
+  ASSERT_TRUE(launched_off);
+  ASSERT_TRUE(trace::start());
+  PB_ASSERT_OK(launched_off->done.await());
+  (void)launched_off->done.on_ready([](Status) {});
+  auto t = trace::stop();
+  ASSERT_TRUE(t);
+  EXPECT_TRUE(t->spans.empty()) << t->spans.size() << " span(s), the first " << t->spans[0].name;
+}
+
 TEST_P(TraceOnPlugin, RunIsTracedAndTheTraceChecks) {
   const testing::ScratchDir cache_dir;
   Recording r;
