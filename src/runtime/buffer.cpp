@@ -74,7 +74,7 @@ Expected<Event> Buffer::ready_event() const {
   return Event(client_, args.event);
 }
 
-Expected<Event> Buffer::to_host_async(std::span<std::byte> dst) const {
+Expected<Event> Buffer::start_to_host(std::span<std::byte> dst, trace::Deferred& on_device) const {
   if (!handle_) return std::unexpected(empty_error());
   if (dst.size() != byte_size())
     return invalid_argument("destination holds " + std::to_string(dst.size()) + " bytes, the " + shape_string() +
@@ -87,11 +87,15 @@ Expected<Event> Buffer::to_host_async(std::span<std::byte> dst) const {
   args.dst = dst.data();
   args.dst_size = dst.size();
   PB_RETURN_IF_ERROR(PB_PJRT_CALL(api, PJRT_Buffer_ToHostBuffer, args));
-  Event copied(client_, args.event);
-  if (span)  // on the device's track: from the call until the bytes are on the host
-    finish_when_ready(copied,
-                      std::move(trace::Deferred("copy_to_host", "device", span.start_ns()).arg("bytes", static_cast<int64_t>(dst.size()))),
-                      client_->devices()[static_cast<size_t>(device_index_)].trace_track);
+  if (span) on_device = std::move(trace::Deferred("copy_to_host", "device", span.start_ns()).arg("bytes", static_cast<int64_t>(dst.size())));
+  return Event(client_, args.event);
+}
+
+Expected<Event> Buffer::to_host_async(std::span<std::byte> dst) const {
+  trace::Deferred on_device;
+  PB_ASSIGN_OR_RETURN(Event copied, start_to_host(dst, on_device));
+  // On the device's track: from the call until the plugin fires the event.
+  finish_when_ready(copied, std::move(on_device), client_->devices()[static_cast<size_t>(device_index_)].trace_track);
   return copied;
 }
 
@@ -100,8 +104,14 @@ Status Buffer::to_host(std::span<std::byte> dst) const noexcept {
     if (dst.empty() && byte_size() == 0 && handle_) return ok();  // zero-size: nothing to copy
     trace::Scope span("to_host", "transfer");  // the copy and the wait for it
     span.arg("bytes", static_cast<int64_t>(dst.size()));
-    PB_ASSIGN_OR_RETURN(Event event, to_host_async(dst));
-    return event.await();
+    trace::Deferred on_device;
+    PB_ASSIGN_OR_RETURN(Event event, start_to_host(dst, on_device));
+    Status copied = event.await();
+    // Ended here, when the wait returns: no continuation is registered with the plugin for it.
+    if (on_device)
+      on_device.arg("status", copied ? std::string("ok") : code_name(copied.error().code()))
+          .finish(client_->devices()[static_cast<size_t>(device_index_)].trace_track);
+    return copied;
   });
 }
 

@@ -17,6 +17,10 @@
 
 namespace plugboard {
 
+namespace trace {
+class Deferred;
+}
+
 class Client;
 
 // Memory a buffer uses without owning it, which an execution must never take by donation.
@@ -77,6 +81,10 @@ class Buffer {
  private:
   friend class Client;
   friend class Executable;
+  // PJRT_Buffer_ToHostBuffer into `dst` (checked), traced on the calling thread; `on_device` receives
+  // the copy's span for the device's track, started at the call, for the caller to end when the
+  // bytes are there (empty when tracing is off).
+  Expected<Event> start_to_host(std::span<std::byte> dst, trace::Deferred& on_device) const;
   Buffer(std::shared_ptr<const Client> client, PJRT_Buffer* handle, DType dtype, Dims dims, int device_index)
       : client_(std::move(client)), handle_(handle), dtype_(dtype), dims_(std::move(dims)),
         device_index_(device_index) {}
