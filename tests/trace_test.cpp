@@ -468,6 +468,37 @@ TEST_P(TraceOnPlugin, RunIsTracedAndTheTraceChecks) {
   }
 }
 
+// A boot that tries the candidate in a child first: the child's stages ("how": "isolated") and then
+// this process's, each once, all inside the candidate's span and nested.
+TEST_P(TraceOnPlugin, IsolatedBootTracesTheChildsStagesAndThenItsOwn) {
+  Recording r;
+  select::Candidate c;
+  c.name = GetParam().name;
+  c.platform = "cpu";
+  c.source = "test";
+  c.path = GetParam().path;
+  select::SelectOptions options;
+  options.isolate = true;
+  select::Selection sel = select::select_target({c}, options);
+  ASSERT_TRUE(sel.client) << sel.status().error().to_string();
+  auto t = trace::stop();
+  ASSERT_TRUE(t);
+  Parsed p = parse_checked(*t);
+  expect_nested(p.events);
+  ASSERT_EQ(named(p, "candidate").size(), 1u);
+  const Event* cand = named(p, "candidate")[0];
+  for (const char* stage : {"loaded", "initialized", "client", "devices"}) {
+    std::multiset<std::string> how;
+    for (const Event* e : named(p, stage)) {
+      how.insert(e->args.at("how").get<std::string>());
+      EXPECT_GE(e->start, cand->start) << stage;
+      EXPECT_LE(e->end, cand->end) << stage;
+    }
+    EXPECT_EQ(how, (std::multiset<std::string>{"in process", "isolated"})) << stage;
+  }
+  EXPECT_EQ(named(p, "verified").size(), 1u);
+}
+
 // `plugboard run --trace FILE`: the CLI's run as a trace. CLOCK_MONOTONIC is the machine's, so the
 // child's spans fall inside the time this process measured around it.
 void check_cli_trace(const std::string& env, const std::filesystem::path& file, bool selection) {
