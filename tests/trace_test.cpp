@@ -274,6 +274,16 @@ module @traced_callback attributes {mhlo.num_partitions = 1 : i32, mhlo.num_repl
 }
 )mlir";
 
+const char kOrdered[] = R"mlir(
+module @traced_ordered attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+    stablehlo.custom_call @pb_trace_log(%x) {api_version = 4 : i32, has_side_effect = true} : (tensor<4xf32>) -> ()
+    %0 = stablehlo.add %x, %x : tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+)mlir";
+
 class TraceOnPlugin : public ::testing::TestWithParam<RealPlugin> {};
 
 // Off, the library's sites record nothing (compile, copies, executions); an execution launched while
@@ -371,6 +381,17 @@ TEST_P(TraceOnPlugin, RunIsTracedAndTheTraceChecks) {
   Buffer* cb_args[] = {&*x};
   auto cb_out = execute_with_callbacks(**cb_exe, cb_args, receiver);
   PB_ASSERT_OK(cb_out);
+  // An ordered host callback: queued on the plugin's thread, run where the receiver's queue runs.
+  auto logger = std::make_shared<HostCallbacks>();
+  std::atomic<int> logged{0};
+  PB_ASSERT_OK(logger->add_ordered("pb_trace_log", [&](const OrderedCall&) -> Status { return ++logged, ok(); }));
+  PB_ASSERT_OK(declare_callbacks(*client, *logger));
+  auto log_program = Program::from_bytes(kOrdered, "traced_ordered.mlir");
+  ASSERT_TRUE(log_program);
+  auto log_exe = client->compile(*log_program);
+  ASSERT_TRUE(log_exe) << log_exe.error().to_string();
+  PB_ASSERT_OK(execute_with_callbacks(**log_exe, cb_args, logger));
+  EXPECT_EQ(logged.load(), 1);
   ASSERT_TRUE(delivery_pool().await_idle(std::chrono::seconds(30)));
   const int64_t wall_end = trace::now();
 
@@ -461,6 +482,13 @@ TEST_P(TraceOnPlugin, RunIsTracedAndTheTraceChecks) {
   ASSERT_EQ(hooks.size(), 1u);
   EXPECT_EQ(hooks[0]->args.at("executable"), "traced_callback");
   EXPECT_GE(hooks[0]->start, run_end);
+
+  int queued = 0, delivered_ordered = 0;
+  for (const Event* e : named(p, "ordered_callback_queued")) queued += e->args.at("target") == "pb_trace_log";
+  for (const Event* e : named(p, "ordered_callback"))
+    delivered_ordered += e->args.at("target") == "pb_trace_log" && e->args.at("sequence") == 0;
+  EXPECT_EQ(queued, 1);
+  EXPECT_EQ(delivered_ordered, 1);
 
   for (const Event& e : p.events) {
     EXPECT_GE(e.start, wall_start) << e.name;
