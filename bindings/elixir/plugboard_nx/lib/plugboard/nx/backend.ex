@@ -193,7 +193,9 @@ defmodule Plugboard.Nx.Backend do
 
   # The program runs where its first device tensor lives (client and device). An operation may run
   # while a defn is being traced (code in it computing on a tensor it closes over): it is a
-  # compilation of its own (on_conflict: :force), not part of the traced one.
+  # compilation of its own (on_conflict: :force), not part of the traced one. It is not the user's jit
+  # either: an operand marked Nx.donatable/1 keeps its mark (for the user's next jit or compile call)
+  # and its buffer (Plugboard.Nx.Donation.unmark/1).
   defp jit(args, fun) do
     opts =
       case placement(args) do
@@ -202,7 +204,7 @@ defmodule Plugboard.Nx.Backend do
         {client, device} -> [client: client, device_id: device]
       end
 
-    Nx.Defn.jit_apply(fun, args, [compiler: Plugboard.Nx, on_conflict: :force] ++ opts)
+    Nx.Defn.jit_apply(fun, Enum.map(args, &Plugboard.Nx.Donation.unmark/1), [compiler: Plugboard.Nx, on_conflict: :force] ++ opts)
   end
 
   defp client_of(args) do
