@@ -76,6 +76,13 @@ defmodule Plugboard.Nx.DonationTest do
         assert Enum.sort(marks) == [false, true]
       end
 
+      test "to_mlir/2 shows the aliases the jit compiles: a donatable argument aliased to its output" do
+        fun = fn w, x -> {Nx.add(w, x), Nx.sum(x)} end
+        w = Nx.iota({8}, type: :f32)
+        assert Plugboard.Nx.to_mlir(fun, [Nx.donatable(w), w]) =~ ~r/%arg0: tensor<8xf32> \{tf.aliasing_output = 0 : i32\}/
+        refute Plugboard.Nx.to_mlir(fun, [w, w]) =~ "aliasing_output"
+      end
+
       test "a loop donating its state each step runs in the same memory", %{c: c} do
         jit = Nx.Defn.jit(fn w, x -> Nx.add(w, Nx.multiply(x, 0.5)) end, compiler: Plugboard.Nx, client: c)
         x = on(c, Nx.broadcast(Nx.tensor(1.0), {64, 64}))

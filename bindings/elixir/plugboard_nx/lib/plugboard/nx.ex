@@ -55,7 +55,7 @@ defmodule Plugboard.Nx do
   @side_effect_failure {__MODULE__, :side_effect_failure}
   import Nx.Defn, only: [deftransform: 2]
   alias Nx.Defn.Composite
-  alias Plugboard.Nx.{Backend, BufferPressure, Cache, Donation, Emitter}
+  alias Plugboard.Nx.{Arguments, Backend, BufferPressure, Cache, Donation, Emitter}
 
   @impl true
   # Nx.Serving runs one partition per entry, each in its own process: one per device of the client
@@ -104,8 +104,8 @@ defmodule Plugboard.Nx do
         annotations = %{lapack: Plugboard.Nx.LinAlg.lapack?(client), args: Donation.aliases(aliased)}
         {text, _, used, hooks, constants} = Emitter.to_mlir(params, expr, bound_hooks, annotations)
         # Only the parameters the program reads become buffers: an unread sub-byte one is fine.
-        Backend.check_types!(for(i <- used, do: {Enum.at(params, i), i}), "argument")
-        Backend.check_types!(Enum.with_index(Composite.flatten_list([expr])), "result")
+        Backend.check_types!(for(i <- used, do: {Enum.at(params, i), Arguments.name(vars, i)}))
+        Backend.check_types!(for({t, i} <- Enum.with_index(Composite.flatten_list([expr])), do: {t, "result #{i}"}))
         if opts[:debug], do: IO.puts(text)
         targets = Enum.map(hooks, &elem(&1, 1))
         exe = Plugboard.compile!(client, text, name: name_of(key), callbacks: targets, portable: device != nil)
@@ -251,7 +251,9 @@ defmodule Plugboard.Nx do
   def to_mlir(fun, args) do
     {expr, _output} = devectorized_output(Nx.Defn.debug_expr_apply(fun, args))
     params = args |> Composite.flatten_list() |> Enum.map(&(&1 |> Nx.to_template() |> Nx.devectorize()))
-    {text, _, _, _, _} = Emitter.to_mlir(params, expr)
+    # As the jit compiles it: Nx.donatable/1 arguments aliased to their outputs.
+    aliases = Donation.aliases(Donation.pairs(params, Donation.donated(params), Composite.flatten_list([expr])))
+    {text, _, _, _, _} = Emitter.to_mlir(params, expr, [], %{args: aliases})
     text
   end
 
@@ -340,7 +342,7 @@ defmodule Plugboard.Nx do
   defp argument_name(vars, used, pos) do
     case Enum.at(used, pos) do
       nil -> nil
-      i -> Plugboard.Nx.Arguments.name(vars, i)
+      i -> Arguments.name(vars, i)
     end
   end
 

@@ -34,14 +34,14 @@ defmodule Plugboard.Nx.Backend do
   end
 
   @doc false
-  # Before compiling: each of `indexed_tensors` ({tensor, index}: a program's arguments or results;
-  # `what` names them) has a plugboard dtype, else an ArgumentError naming the first that has not,
-  # by its index, and its type.
-  def check_types!(indexed_tensors, what) do
-    Enum.each(indexed_tensors, fn {%T{type: type}, i} ->
+  # Before compiling: each of `labelled_tensors` ({tensor, what it is to the caller, e.g. "the 2nd
+  # argument" or "result 0"}: a program's arguments or results) has a plugboard dtype, else an
+  # ArgumentError naming the first that has not and its type.
+  def check_types!(labelled_tensors) do
+    Enum.each(labelled_tensors, fn {%T{type: type}, label} ->
       unless Map.has_key?(@dtypes, type) do
         raise ArgumentError,
-              "Plugboard.Nx: #{what} #{i} has type #{Nx.Type.to_string(type)}, which plugboard's buffers do not have " <>
+              "Plugboard.Nx: #{label} has type #{Nx.Type.to_string(type)}, which plugboard's buffers do not have " <>
                 "(sub-byte integers: convert with Nx.as_type/2, to s8 or u8 for example)"
       end
     end)
