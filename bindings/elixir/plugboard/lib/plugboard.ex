@@ -732,8 +732,15 @@ defmodule Plugboard do
   defp await_loop(%Run{ref: ref, blocking: blocking, ordered: ordered} = run, deadline, ordered_error, timeout) do
     receive do
       {:plugboard_call, ^ref, %Call{name: name} = call} when is_map_key(blocking, name) ->
-        answer(call, Map.get(run.blocking, call.name), run.executable)
-        await_loop(run, deadline, ordered_error, timeout)
+        # Past the deadline this process has stopped waiting: a call found in its mailbox then is not
+        # answered (a run with timeout: 0 never waits on its callbacks), cancel fails it.
+        if remaining(deadline) == 0 do
+          :ok = Native.cancel(run.gate)
+          drain(run, ordered_error, timeout)
+        else
+          answer(call, Map.get(run.blocking, call.name), run.executable)
+          await_loop(run, deadline, ordered_error, timeout)
+        end
 
       {:plugboard_ordered, ^ref, %OrderedCall{name: name} = call} when is_map_key(ordered, name) ->
         error = deliver_ordered(call, Map.get(run.ordered, call.name), run.executable)
