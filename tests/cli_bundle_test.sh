@@ -17,7 +17,7 @@ assert r["chosen"] == "cpu", r["chosen"]
 assert by["crash"]["failed_stage"] == "client" and "SIGSEGV" in by["crash"]["reason"], by["crash"]
 assert by["hang"]["failed_stage"] == "client" and "did not finish within 2000 ms" in by["hang"]["reason"], by["hang"]
 PY
-PLUGBOARD_ISOLATE=1 PLUGBOARD_ISOLATE_TIMEOUT_MS=2000 "$pb" run --bundle "$work/b" "$program" -i "$in0" -i "$in1" | grep -q "out0"
+grep -q "out0" <<< "$(PLUGBOARD_ISOLATE=1 PLUGBOARD_ISOLATE_TIMEOUT_MS=2000 "$pb" run --bundle "$work/b" "$program" -i "$in0" -i "$in1")"
 if PLUGBOARD_ISOLATE=1 "$pb" run --bundle "$work/b" --target crash "$program" -i "$in0" -i "$in1" 2> "$work/explicit.err"; then
   echo "an explicit crash target must fail" >&2; exit 1
 fi

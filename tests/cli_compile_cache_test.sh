@@ -21,12 +21,12 @@ grep -q "^1 entries, 0 bad" "$work/verify1.txt" || fail "expected one valid entr
 [ "$(find "$work/cache" -type f | wc -l)" -eq 1 ] || fail "temporary files left: $(find "$work/cache" -type f)"
 
 # 2. The next run is a hit; --no-compile-cache and PLUGBOARD_COMPILE_CACHE=off compile.
-run | grep -q "compile-cache hit (loaded in" || fail "the fifth run was not a hit"
-run --no-compile-cache | grep -q "compiled in" || fail "--no-compile-cache did not compile"
-PLUGBOARD_COMPILE_CACHE=off run | grep -q "compiled in" || fail "PLUGBOARD_COMPILE_CACHE=off did not compile"
+grep -q "compile-cache hit (loaded in" <<< "$(run)" || fail "the fifth run was not a hit"
+grep -q "compiled in" <<< "$(run --no-compile-cache)" || fail "--no-compile-cache did not compile"
+grep -q "compiled in" <<< "$(PLUGBOARD_COMPILE_CACHE=off run)" || fail "PLUGBOARD_COMPILE_CACHE=off did not compile"
 if PLUGBOARD_COMPILE_CACHE=sometimes run 2> "$work/bad.err"; then fail "a bad PLUGBOARD_COMPILE_CACHE was accepted"; fi
 grep -q "PLUGBOARD_COMPILE_CACHE='sometimes'" "$work/bad.err" || fail "the bad setting is not named: $(cat "$work/bad.err")"
-"$pb" cache stats | grep -q "1 entries" || fail "cache stats"
+grep -q "1 entries" <<< "$("$pb" cache stats)" || fail "cache stats"
 
 # 3. A damaged entry: verify finds it (exit 1), a run reports and replaces it, then it is a hit again.
 entry=$(find "$work/cache" -name '*.pbx')
@@ -36,20 +36,20 @@ grep -q "^BAD .*corrupt" "$work/verify2.txt" || fail "verify did not name the da
 run > "$work/repair.out" 2> "$work/repair.err"
 grep -q "compiled in" "$work/repair.out" || fail "a damaged entry was used"
 grep -q "plugboard: note: compile cache: .*corrupt" "$work/repair.err" || fail "the damage was not reported: $(cat "$work/repair.err")"
-run | grep -q "compile-cache hit" || fail "the replaced entry is not a hit"
-"$pb" cache clear | grep -q "removed 1 entries" || fail "cache clear"
+grep -q "compile-cache hit" <<< "$(run)" || fail "the replaced entry is not a hit"
+grep -q "removed 1 entries" <<< "$("$pb" cache clear)" || fail "cache clear"
 
 # 4. A bundle with the program precompiled: run from it without compiling (the cache off), doctor lists it.
 "$pb" bundle --out "$work/b" --target cpu="$cpu" --precompile "$program" > "$work/bundle.out"
 grep -q "precompiled for cpu: $program" "$work/bundle.out" || fail "bundle --precompile: $(cat "$work/bundle.out")"
-PLUGBOARD_COMPILE_CACHE=off "$pb" run "$program" --bundle "$work/b" -i "$in0" -i "$in1" | grep -q "precompiled in the bundle" \
+grep -q "precompiled in the bundle" <<< "$(PLUGBOARD_COMPILE_CACHE=off "$pb" run "$program" --bundle "$work/b" -i "$in0" -i "$in1")" \
   || fail "the bundle's precompiled program was not used"
-"$pb" doctor --bundle "$work/b" | grep -q "cpu .*$(basename "$program")  ok" || fail "doctor does not list the precompiled program"
+grep -q "cpu .*$(basename "$program")  ok" <<< "$("$pb" doctor --bundle "$work/b")" || fail "doctor does not list the precompiled program"
 # Tampered: refused by the manifest's sha256, compiled instead, the refusal said.
 pbx=$(find "$work/b/compiled" -name '*.pbx')
 printf 'Y' | dd of="$pbx" bs=1 seek=100 conv=notrunc status=none
 PLUGBOARD_COMPILE_CACHE=off "$pb" run "$program" --bundle "$work/b" -i "$in0" -i "$in1" > "$work/tampered.out" 2> "$work/tampered.err"
 grep -q "compiled in" "$work/tampered.out" || fail "a tampered precompiled entry was used"
 grep -q "note: .*precompiled entry .* the manifest says" "$work/tampered.err" || fail "the refusal is not reported: $(cat "$work/tampered.err")"
-"$pb" doctor --bundle "$work/b" | grep -q "REFUSED" || fail "doctor does not show the tampered entry"
+grep -q "REFUSED" <<< "$("$pb" doctor --bundle "$work/b")" || fail "doctor does not show the tampered entry"
 echo "PASS: compile cache through the CLI"

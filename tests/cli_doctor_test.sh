@@ -30,4 +30,4 @@ for bad in -1 0 5s 1e3 abc 99999999999999999999; do
   expect 2 "--timeout-ms" "$pb" doctor --bundle "$work/b" --timeout-ms "$bad"
   expect 1 "PLUGBOARD_ISOLATE_TIMEOUT_MS" env PLUGBOARD_ISOLATE_TIMEOUT_MS="$bad" "$pb" doctor --bundle "$work/b"
 done
-"$pb" doctor --bundle "$work/b" --timeout-ms 5000 | grep -q "chosen: a"
+grep -q "chosen: a" <<< "$("$pb" doctor --bundle "$work/b" --timeout-ms 5000)"

@@ -27,11 +27,11 @@ fi
 # It exports the facade and the public value types' functions, nothing of the layers: every exported
 # plugboard:: name is one of src/embed/exports.map's, and nothing of protobuf is exported.
 exported=$(nm -D --defined-only "$lib" | c++filt | awk '{ $1 = ""; $2 = ""; sub(/^  /, ""); print }')
-echo "$exported" | grep -q '^plugboard::api::boot' || fail "plugboard::api::boot is not exported"
+grep -q '^plugboard::api::boot' <<< "$exported" || fail "plugboard::api::boot is not exported"
 public='^plugboard::(api::|Error::|code_name|dtype_|all_dtypes|element_count|byte_size|shape_string|attribute_to_string|valid_callback_name|TensorView::|MutableTensorView::|BlockingCall::|OrderedCall::)'
 internal=$(echo "$exported" | grep '^plugboard::' | grep -Ev "$public" | head -5 || true)
 [ -z "$internal" ] || fail "libplugboard.so exports internal symbols: $internal"
-if echo "$exported" | grep -q '^google::protobuf'; then fail "libplugboard.so exports protobuf"; fi
+if grep -q '^google::protobuf' <<< "$exported"; then fail "libplugboard.so exports protobuf"; fi
 
 # Moved after installing: nothing may point back at the build tree or the first prefix.
 mv "$work/prefix" "$work/moved"
@@ -54,6 +54,6 @@ case "$out" in *"11 22 33 44"*) ;; *) fail "unexpected output: $out" ;; esac
 "$prefix/bin/plugboard" version > /dev/null || fail "the installed CLI does not run"
 # doctor loads every candidate in the isolation helper: it must be the installed one.
 report=$("$prefix/bin/plugboard" doctor --json) || fail "the installed doctor failed: $report"
-echo "$report" | grep -q '"isolated": *true' || fail "doctor did not isolate: $report"
-echo "$report" | grep -q '"verdict": *"chosen"' || fail "doctor chose nothing: $report"
+grep -q '"isolated": *true' <<< "$report" || fail "doctor did not isolate: $report"
+grep -q '"verdict": *"chosen"' <<< "$report" || fail "doctor chose nothing: $report"
 echo "install test passed"

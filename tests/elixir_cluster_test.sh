@@ -154,7 +154,7 @@ parted=$(load "3000, concurrency: 32, at: {600, {:disconnect, :\"$c2\"}}"); echo
 ok_run "$parted" "compute2 disconnected from web mid-run"
 grep -q "$c2 disconnected (:disconnect)" "$work/nodes/web$tag.log" && pass "web saw compute2 go" || fail "web's log has no disconnection of compute2"
 # Back: the connector (or the next request's auto-connect) reconnects it, :pg lists its serving again.
-wait_members 2 && grep -A1000 "$c2 disconnected (:disconnect)" "$work/nodes/web$tag.log" | grep -q "$c2 connected" \
+wait_members 2 && grep -q "$c2 connected" <<< "$(grep -A1000 "$c2 disconnected (:disconnect)" "$work/nodes/web$tag.log")" \
   && pass "compute2 reconnected after the partition" || fail "compute2 did not come back after the partition"
 after=$(load "1000, concurrency: 32"); echo "    $after"
 ok_run "$after" "after the partition"

@@ -33,6 +33,7 @@ wheels=$PLUGBOARD_DEPS_DIR/wheels
 failures=0
 pass() { echo "PASS: $*"; }
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+. "$(dirname "$0")/axon_job_checks.sh"
 # has FILE TEXT WHAT: FILE contains the fixed string TEXT.
 has() { if grep -qF -- "$2" "$1"; then pass "$3"; else fail "$3 (no '$2' in $1)"; tail -n 30 "$1" | sed 's/^/    | /'; fi; }
 hasnt() { if grep -qF -- "$2" "$1"; then fail "$3 ('$2' in $1)"; else pass "$3"; fi; }
@@ -128,14 +129,7 @@ if [ "${PLUGBOARD_WITH_NX:-0}" = 1 ]; then
   fi
   # The Axon job: a CNN trained with Axon.Loop on the booted target, evaluated on held-back data,
   # saved, read back and served through a named Nx.Serving that batches concurrent requests.
-  if axon=$(grep -o "axon: CNN on cpu .*held-back loss [0-9.e-]* -> [0-9.e-]*, accuracy [0-9.e-]* -> [0-9.e-]*" "$work/demo.log"); then
-    pass "the Axon job trained a CNN in the release (${axon#axon: })"
-    read -r l0 l1 a0 a1 <<< "$(sed -E 's/.*loss ([0-9.e-]+) -> ([0-9.e-]+), accuracy ([0-9.e-]+) -> ([0-9.e-]+)/\1 \2 \3 \4/' <<< "$axon")"
-    awk -v a="$l0" -v b="$l1" 'BEGIN { exit !(b < a / 2) }' && pass "its held-back loss fell below half ($l0 -> $l1)" || fail "the Axon job's held-back loss did not halve: $l0 -> $l1"
-    awk -v a="$a0" -v b="$a1" 'BEGIN { exit !(b > a && b >= 0.5) }' && pass "its held-back accuracy rose to at least 0.5 of 10 classes ($a0 -> $a1)" || fail "the Axon job's accuracy: $a0 -> $a1"
-  else
-    fail "no Axon job output in the demo"; tail -n 20 "$work/demo.log" | sed 's/^/    | /'
-  fi
+  check_axon_job_training "$work/demo.log"
   [ -s "$work/digits_cnn.nx" ] && pass "the trained parameters were saved (COMPUTE_MODEL_DIR/digits_cnn.nx, $(stat -c %s "$work/digits_cnn.nx") bytes)" || fail "no saved parameters in $work/digits_cnn.nx"
   has "$work/demo.log" "and read back" "the saved parameters were read back"
   if served=$(grep -o "Compute.Digits answered 64 concurrent requests in [0-9]* batches (batch_size 16, 64 images); answers equal the direct prediction: true" "$work/demo.log"); then

@@ -23,6 +23,7 @@ plugin=${PLUGBOARD_AXON_JOB_PLUGIN:-${PLUGBOARD_DEPS_DIR:-$HOME/.cache/plugboard
 failed=0
 pass() { echo "ok: $1"; }
 fail() { echo "FAIL: $1"; failed=1; }
+. "$(dirname "$0")/axon_job_checks.sh"
 
 rm -f "$work/digits_cnn.nx"
 (cd "$repo/bindings/elixir/sample/apps/compute" && \
@@ -30,14 +31,7 @@ rm -f "$work/digits_cnn.nx"
    mix run -e 'Code.ensure_loaded?(Compute.AxonJob) || raise "Compute.AxonJob was not compiled (no Axon or Plugboard.Nx in this build)"; Compute.AxonJob.run(Plugboard.client!())') \
   > "$work/job.log" 2>&1 || { fail "mix run of Compute.AxonJob exited non-zero"; tail -n 30 "$work/job.log" | sed 's/^/    | /'; exit 1; }
 
-if axon=$(grep -o "axon: CNN on cpu .*held-back loss [0-9.e-]* -> [0-9.e-]*, accuracy [0-9.e-]* -> [0-9.e-]*" "$work/job.log"); then
-  pass "the Axon job trained a CNN (${axon#axon: })"
-  read -r l0 l1 a0 a1 <<< "$(sed -E 's/.*loss ([0-9.e-]+) -> ([0-9.e-]+), accuracy ([0-9.e-]+) -> ([0-9.e-]+)/\1 \2 \3 \4/' <<< "$axon")"
-  awk -v a="$l0" -v b="$l1" 'BEGIN { exit !(b < a / 2) }' && pass "its held-back loss fell below half ($l0 -> $l1)" || fail "the held-back loss did not halve: $l0 -> $l1"
-  awk -v a="$a0" -v b="$a1" 'BEGIN { exit !(b > a && b >= 0.5) }' && pass "its held-back accuracy rose to at least 0.5 ($a0 -> $a1)" || fail "the accuracy: $a0 -> $a1"
-else
-  fail "no Axon job output"; tail -n 30 "$work/job.log" | sed 's/^/    | /'
-fi
+check_axon_job_training "$work/job.log"
 [ -s "$work/digits_cnn.nx" ] && pass "the trained parameters were saved ($(stat -c %s "$work/digits_cnn.nx") bytes)" || fail "no saved parameters in $work/digits_cnn.nx"
 grep -q "answers equal the direct prediction: true" "$work/job.log" && pass "the Nx.Serving's answers equal the direct prediction" || fail "the serving's answers are missing or differ: $(grep Compute.Digits "$work/job.log")"
 exit $failed

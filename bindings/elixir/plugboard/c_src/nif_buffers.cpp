@@ -150,14 +150,17 @@ PB_NIF(nif_buffer_valid) {
   return atom(env, buffer && buffer->valid() ? "true" : "false");
 }
 
-// buffer_donatable(buffer): whether run's donate: can take it now: it owns its memory (not a view of
-// an Erlang binary or of an address) and is neither donated nor freed
+// buffer_donatable(buffer): whether run's donate: could take it at the time of the call: it owns its
+// memory (not a view of an Erlang binary or of an address), is neither donated nor freed, and nothing
+// else uses it (a read, an execution still starting: take_arguments' test, under the same lock; the
+// shared_ptr is not copied, which would make it "in use" to a donation on another scheduler)
 PB_NIF(nif_buffer_donatable) {
   (void)argc;
   auto* b = get_resource<BufferResource>(env, argv[0]);
   if (!b) return enif_make_badarg(env);
-  auto buffer = b->get();
-  return atom(env, b->donatable() && buffer && buffer->valid() ? "true" : "false");
+  if (!b->donatable()) return atom(env, "false");
+  std::lock_guard lock(b->mutex);
+  return atom(env, b->buffer && b->buffer.use_count() == 1 && b->buffer->valid() ? "true" : "false");
 }
 
 // buffer_free(buffer): :ok (also when freed already), or {:error, e} for a donated one

@@ -146,8 +146,10 @@ Expected<Arguments> take_arguments(ErlNifEnv* env, ERL_NIF_TERM list, const std:
     std::shared_ptr<api::Buffer> buffer;
     {
       std::lock_guard lock(resource->mutex);
+      // ABORTED: a conflict of the moment (a caller donating on a user's behalf may run it again
+      // without donating it); donatable?/1 answers the same question under the same lock.
       if (donated && resource->buffer && resource->buffer.use_count() > 1)
-        return refuse(Error(Code::kFailedPrecondition,
+        return refuse(Error(Code::kAborted,
                             what + " is in use (being read, or an argument of an execution still starting on a thread: "
                                    "await it first): it cannot be donated"));
       if (resource->buffer && resource->buffer->valid()) buffer = donated ? resource->take(BufferResource::Gone::kDonated) : resource->buffer;

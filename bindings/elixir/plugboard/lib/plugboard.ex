@@ -457,11 +457,14 @@ defmodule Plugboard do
   def valid?(%Buffer{resource: r}), do: Native.buffer_valid(r)
 
   @doc """
-  Whether `run/3`'s `donate:` can take the buffer: it owns its memory (it is not a view of an
-  immutable binary, as `buffer/5` makes of a binary over 64 bytes without `copy: true`, nor of an
-  address, `buffer_from_pointer/5`) and was neither donated nor freed. A library donating on a
-  user's behalf passes the others as plain arguments (the plugin then copies what the program
-  aliases); `run/3` refuses to donate them, naming the argument.
+  Whether `run/3`'s `donate:` could take the buffer at the time of the call: it owns its memory (it
+  is not a view of an immutable binary, as `buffer/5` makes of a binary over 64 bytes without
+  `copy: true`, nor of an address, `buffer_from_pointer/5`), was neither donated nor freed, and
+  nothing else is using it (a read in progress, an execution of it still starting). A library
+  donating on a user's behalf passes the others as plain arguments (the plugin then copies what the
+  program aliases); `run/3` refuses to donate them, naming the argument. The last condition can change
+  the next moment: `run/3` refuses a buffer in use with `:aborted`, before anything runs, so the
+  caller can run again without donating it.
   """
   @spec donatable?(Buffer.t()) :: boolean()
   def donatable?(%Buffer{resource: r}), do: Native.buffer_donatable(r)
@@ -536,7 +539,9 @@ defmodule Plugboard do
       (arity 1, given the `Plugboard.OrderedCall`) runs in this process, a pid receives
       `{:plugboard_ordered, ref, call}`, `:logger` logs them. `"plugboard.print"` goes to `:logger`
       unless bound here.
-    * `donate: [index]` — arguments given up to the execution (they become invalid).
+    * `donate: [index]` — arguments given up to the execution (they become invalid). One that
+      something else is using at that moment (a read, another execution still starting) is refused
+      with `:aborted` before anything runs.
     * `device:` — device index (a program compiled `portable: true` for another than 0).
     * `callback_timeout:` — how long a blocking call waits for its answer (ms, default 60_000, or
       `:infinity`); `timeout:` — how long this call waits for the outputs (default `:infinity`).
@@ -731,8 +736,15 @@ defmodule Plugboard do
   defp await_loop(%Run{ref: ref, blocking: blocking, ordered: ordered} = run, deadline, ordered_error, timeout) do
     receive do
       {:plugboard_call, ^ref, %Call{name: name} = call} when is_map_key(blocking, name) ->
-        answer(call, Map.get(run.blocking, call.name), run.executable)
-        await_loop(run, deadline, ordered_error, timeout)
+        # Past the deadline this process has stopped waiting: a call found in its mailbox then is not
+        # answered (a run with timeout: 0 never waits on its callbacks), cancel fails it.
+        if remaining(deadline) == 0 do
+          :ok = Native.cancel(run.gate)
+          drain(run, ordered_error, timeout)
+        else
+          answer(call, Map.get(run.blocking, call.name), run.executable)
+          await_loop(run, deadline, ordered_error, timeout)
+        end
 
       {:plugboard_ordered, ^ref, %OrderedCall{name: name} = call} when is_map_key(ordered, name) ->
         error = deliver_ordered(call, Map.get(run.ordered, call.name), run.executable)

@@ -324,6 +324,16 @@ defmodule Plugboard.StarvationTest do
       assert failures == [], Enum.join(failures, "\n")
     end
 
+    # A call already in the mailbox when the wait starts was answered even with no time left, so a
+    # timeout: 0 run finished when its call came quickly (seen under ASan in CI).
+    test "await with no time left does not answer a call that is already waiting, and gives up", %{exe: exe, x: x} do
+      me = self()
+      {:ok, run} = Plugboard.run_async(exe, [x], callbacks: %{"host_wait" => fn [t] -> send(me, :answered) && t end})
+      assert_receive_call_waiting(run)
+      assert {:error, %Error{code: :deadline_exceeded}} = Plugboard.await(run, 0)
+      refute_received :answered, "await(run, 0) ran the callback of a call it found waiting"
+    end
+
     test "20 runs with timeout: 0, bound to a handler process or to a function, leave nothing behind", %{exe: exe, x: x} do
       calls_before = Plugboard.native_objects().call
       handler = start_handler()
@@ -341,6 +351,17 @@ defmodule Plugboard.StarvationTest do
 
       failures = gave_up_failures(handler, 20, calls_before)
       assert failures == [], Enum.join(failures, "\n")
+    end
+  end
+
+  # Waits until the run's blocking call is in this process's mailbox (without taking it).
+  defp assert_receive_call_waiting(%Plugboard.Run{ref: ref}, tries \\ 200) do
+    {:messages, messages} = Process.info(self(), :messages)
+
+    cond do
+      Enum.any?(messages, &match?({:plugboard_call, ^ref, _}, &1)) -> :ok
+      tries == 0 -> flunk("the run's call never came")
+      true -> Process.sleep(10) && assert_receive_call_waiting(%Plugboard.Run{ref: ref}, tries - 1)
     end
   end
 

@@ -76,6 +76,13 @@ defmodule Plugboard.Nx.DonationTest do
         assert Enum.sort(marks) == [false, true]
       end
 
+      test "to_mlir/2 shows the aliases the jit compiles: a donatable argument aliased to its output" do
+        fun = fn w, x -> {Nx.add(w, x), Nx.sum(x)} end
+        w = Nx.iota({8}, type: :f32)
+        assert Plugboard.Nx.to_mlir(fun, [Nx.donatable(w), w]) =~ ~r/%arg0: tensor<8xf32> \{tf.aliasing_output = 0 : i32\}/
+        refute Plugboard.Nx.to_mlir(fun, [w, w]) =~ "aliasing_output"
+      end
+
       test "a loop donating its state each step runs in the same memory", %{c: c} do
         jit = Nx.Defn.jit(fn w, x -> Nx.add(w, Nx.multiply(x, 0.5)) end, compiler: Plugboard.Nx, client: c)
         x = on(c, Nx.broadcast(Nx.tensor(1.0), {64, 64}))
@@ -94,6 +101,81 @@ defmodule Plugboard.Nx.DonationTest do
         assert Nx.to_flat_list(sum) == Enum.map(0..15, &(2.0 * &1))
         assert_donated(x)
         assert Nx.to_flat_list(y) == Enum.map(0..15, &(1.0 * &1))
+        # A result is never donatable, not even a donated argument returned as is: a later call
+        # without the mark leaves it alone.
+        refute Nx.donatable?(same)
+        assert Nx.to_number(Nx.Defn.jit_apply(&Nx.sum/1, [same], compiler: Plugboard.Nx, client: c)) == 120.0
+        assert Nx.to_flat_list(same) == Enum.map(0..15, &(1.0 * &1))
+      end
+
+      test "eager operations on a marked tensor do not donate it: the mark is for the next jit or compile call", %{c: c} do
+        x = Nx.donatable(on(c, Nx.iota({16}, type: :f32)))
+        # variance reads its argument twice (mean(x), then x - mean).
+        assert Nx.to_number(Nx.variance(x)) == 21.25
+        assert Nx.to_number(Nx.sum(x)) == 120.0
+        assert Nx.shape(Nx.concatenate([x, Nx.iota({2}, type: :f32)])) == {18}
+        assert Nx.to_flat_list(x) == Enum.map(0..15, &(1.0 * &1))
+        assert Nx.donatable?(x)
+        assert Nx.to_flat_list(Nx.Defn.jit_apply(&Nx.add(&1, 1), [x], compiler: Plugboard.Nx, client: c)) == Enum.map(1..16, &(1.0 * &1))
+        assert_donated(x)
+      end
+
+      test "outputs written into donated memory are not counted as new memory (BufferPressure)", %{c: c} do
+        # 128 KiB outputs: over BufferPressure's threshold for counting.
+        jit = Nx.Defn.jit(fn x -> {Nx.add(x, 1), Nx.multiply(x, 2)} end, compiler: Plugboard.Nx, client: c)
+        x = on(c, Nx.iota({32_768}, type: :f32))
+        Process.put(Plugboard.Nx.BufferPressure, 0)
+        {a, _} = jit.(x)
+        assert Process.get(Plugboard.Nx.BufferPressure) == 2 * 131_072
+        Process.put(Plugboard.Nx.BufferPressure, 0)
+        # One output takes the donated memory, the other is new.
+        {_, _} = jit.(Nx.donatable(a))
+        assert_donated(a)
+        assert Process.get(Plugboard.Nx.BufferPressure) == 131_072
+      end
+
+      # A 32 MB read takes long enough to overlap the call most times: before, 8 of 20 calls raised
+      # "argument 0 is in use".
+      @tag timeout: 180_000
+      test "an argument another process is reading at the time of the call is passed as is, not refused", %{c: c} do
+        opts = [compiler: Plugboard.Nx, client: c]
+        jit = Nx.Defn.jit(&Nx.multiply(&1, 2), opts)
+        base = on(c, Nx.iota({8_000_000}, type: :f32))
+
+        outcomes =
+          for i <- 1..20 do
+            x = Nx.Defn.jit_apply(&Nx.add(&1, i), [base], opts)
+            me = self()
+
+            spawn_link(fn ->
+              send(me, :reading)
+              read = try do byte_size(Nx.to_binary(x)) rescue Plugboard.Error -> :donated end
+              send(me, {:read, read})
+            end)
+
+            assert_receive :reading
+            Process.sleep(rem(i, 4))
+            y = jit.(Nx.donatable(x))
+            assert Nx.to_number(y[7]) == 2.0 * (7 + i)
+            assert_receive {:read, read}, 10_000
+            assert read in [32_000_000, :donated]
+            if Plugboard.valid?(x.data.buffer), do: :passed_as_is, else: :donated
+          end
+
+        assert length(outcomes) == 20
+      end
+
+      test "an error about an argument names the caller's argument, not the program's parameter", %{c: c} do
+        opts = [compiler: Plugboard.Nx, client: c]
+        unused = on(c, Nx.iota({4}, type: :f32))
+        b = on(c, Nx.iota({8}, type: :f32))
+        _ = Nx.Defn.jit_apply(&Nx.add(&1, 1), [Nx.donatable(b)], opts)
+        error = assert_raise Plugboard.Error, fn -> Nx.Defn.jit_apply(fn _a, b -> Nx.add(b, 1) end, [unused, b], opts) end
+        assert Exception.message(error) =~ "the 2nd argument (buffer f32[8] on device 0) was donated"
+
+        map = %{w: on(c, Nx.iota({8}, type: :f32)), z: b}
+        error = assert_raise Plugboard.Error, fn -> Nx.Defn.jit_apply(fn _u, m -> Nx.add(m.w, m.z) end, [unused, map], opts) end
+        assert Exception.message(error) =~ "the 2nd argument (at key :z) (buffer f32[8] on device 0) was donated"
       end
 
       test "a donated argument with no output of its shape is still given up", %{c: c} do
@@ -148,7 +230,35 @@ defmodule Plugboard.Nx.DonationTest do
         jit = Nx.Defn.shard_jit(&Nx.add(&1, 1), mesh, compiler: Plugboard.Nx, client: c4, input_shardings: [%{0 => [0]}])
         error = assert_raise ArgumentError, fn -> jit.(args) end
         assert Exception.message(error) =~ "donatable"
+        assert Exception.message(error) =~ "the 1st argument"
       end
     end
+  end
+
+  test "Plugboard.Nx.Arguments.name/2: a flat parameter as the caller's argument and its place in it" do
+    t = Nx.template({2}, {:f, 32})
+    vars = [t, {t, %{b: t, a: {t, t}}}, t, t, t, t, t, t, t, t, t, t]
+    names = for i <- 0..14, do: Plugboard.Nx.Arguments.name(vars, i)
+
+    assert names == [
+             "the 1st argument",
+             "the 2nd argument (at element 0)",
+             "the 2nd argument (at element 1, key :a, element 0)",
+             "the 2nd argument (at element 1, key :a, element 1)",
+             "the 2nd argument (at element 1, key :b)",
+             "the 3rd argument",
+             "the 4th argument",
+             "the 5th argument",
+             "the 6th argument",
+             "the 7th argument",
+             "the 8th argument",
+             "the 9th argument",
+             "the 10th argument",
+             "the 11th argument",
+             "the 12th argument"
+           ]
+
+    # The same order as the program's parameters.
+    assert length(Nx.Defn.Composite.flatten_list(vars)) == 15
   end
 end

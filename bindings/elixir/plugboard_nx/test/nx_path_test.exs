@@ -13,8 +13,11 @@ defmodule Plugboard.Nx.NxPathTest do
     assert out =~ "PLUGBOARD_NX_PATH=#{dir}: no mix.exs there"
   end
 
+  # In a build root of its own: the suite's own (MIX_BUILD_ROOT) holds a compiled nx, whose version
+  # `mix deps` would print and whose build it must not touch.
   defp deps_listing(project_dir, nx_path) do
-    System.cmd("mix", ["deps"], cd: project_dir, env: [{"PLUGBOARD_NX_PATH", nx_path}, {"MIX_ENV", "test"}], stderr_to_stdout: true)
+    env = [{"PLUGBOARD_NX_PATH", nx_path}, {"MIX_ENV", "test"}, {"MIX_BUILD_ROOT", Path.join(Path.dirname(nx_path), "_build")}]
+    System.cmd("mix", ["deps"], cd: project_dir, env: env, stderr_to_stdout: true)
   end
 
   defp fake_nx(dir) do
@@ -33,7 +36,7 @@ defmodule Plugboard.Nx.NxPathTest do
   test "a checkout of Nx's repository (nx/ alone) leaves complex and telemetry to Hex", %{tmp_dir: dir} do
     nx = fake_nx(dir)
     {out, _status} = deps_listing(Path.expand("..", __DIR__), nx)
-    assert out =~ "* nx (#{nx})"
+    assert out =~ ~r/^\* nx( \S+)? \(#{Regex.escape(nx)}\)/m
     refute out =~ Path.join(dir, "complex")
     refute out =~ Path.join(dir, "telemetry")
   end

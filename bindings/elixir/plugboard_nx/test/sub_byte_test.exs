@@ -21,7 +21,7 @@ defmodule Plugboard.Nx.SubByteTest do
       test "a jit with a sub-byte argument or result refuses it before compiling, naming which and its type", %{c: c} do
         arg = Nx.tensor([1, 2, 3], type: {:u, 4})
         error = assert_raise ArgumentError, fn -> Nx.Defn.jit_apply(&Nx.add(&1, 1), [arg], compiler: Plugboard.Nx, client: c) end
-        assert error.message =~ "argument 0 has type u4"
+        assert error.message =~ "the 1st argument has type u4"
 
         error =
           assert_raise ArgumentError, fn ->

@@ -55,7 +55,7 @@ defmodule Plugboard.Nx do
   @side_effect_failure {__MODULE__, :side_effect_failure}
   import Nx.Defn, only: [deftransform: 2]
   alias Nx.Defn.Composite
-  alias Plugboard.Nx.{Backend, BufferPressure, Cache, Donation, Emitter}
+  alias Plugboard.Nx.{Arguments, Backend, BufferPressure, Cache, Donation, Emitter}
 
   @impl true
   # Nx.Serving runs one partition per entry, each in its own process: one per device of the client
@@ -95,21 +95,24 @@ defmodule Plugboard.Nx do
     # Nx.donatable/1's marks (Plugboard.Nx.Donation); the cache key holds them (Cache.key/4).
     donated = vars |> Composite.flatten_list() |> Donation.donated()
 
-    {exe, output, used, hooks, constants, output_bytes} =
+    {exe, output, used, hooks, constants, {output_bytes, reused}} =
       Cache.get_or_compile(client, cache_key, fn ->
         params = vars |> Composite.flatten_list() |> Enum.map(&Nx.devectorize/1)
         {expr, output} = devectorized_output(fun.(vars))
         # Nx.LinAlg's eigh and svd call LAPACK on a CPU client (Plugboard.Nx.LinAlg).
-        annotations = %{lapack: Plugboard.Nx.LinAlg.lapack?(client), args: Donation.aliases(params, donated, Composite.flatten_list([expr]))}
+        aliased = Donation.pairs(params, donated, Composite.flatten_list([expr]))
+        annotations = %{lapack: Plugboard.Nx.LinAlg.lapack?(client), args: Donation.aliases(aliased)}
         {text, _, used, hooks, constants} = Emitter.to_mlir(params, expr, bound_hooks, annotations)
         # Only the parameters the program reads become buffers: an unread sub-byte one is fine.
-        Backend.check_types!(for(i <- used, do: {Enum.at(params, i), i}), "argument")
-        Backend.check_types!(Enum.with_index(Composite.flatten_list([expr])), "result")
+        Backend.check_types!(for(i <- used, do: {Enum.at(params, i), Arguments.name(vars, i)}))
+        Backend.check_types!(for({t, i} <- Enum.with_index(Composite.flatten_list([expr])), do: {t, "result #{i}"}))
         if opts[:debug], do: IO.puts(text)
         targets = Enum.map(hooks, &elem(&1, 1))
         exe = Plugboard.compile!(client, text, name: name_of(key), callbacks: targets, portable: device != nil)
         # Large constants live on the device with the executable, sent once.
-        {exe, output, used, hooks, Enum.map(constants, &Backend.to_buffer(client, &1, device || 0)), BufferPressure.bytes(output)}
+        # An output written into a donated argument's memory is not new memory (BufferPressure).
+        bytes = {BufferPressure.bytes(output), Donation.reused_bytes(aliased, used, Composite.flatten_list([expr]))}
+        {exe, output, used, hooks, Enum.map(constants, &Backend.to_buffer(client, &1, device || 0)), bytes}
       end)
 
     # The run's options: none at all (plugboard's fast path) for a program without host calls on
@@ -134,8 +137,8 @@ defmodule Plugboard.Nx do
         tensors = Enum.map(args, & &1.())
         buffers = Enum.map(tensors, &Backend.to_buffer(client, &1, device || 0)) ++ on_device(client, constants, device || 0)
         refuse_inside_runtime_call(client, [device || 0])
-        outputs = run!(exe, buffers, with_donate(Donation.run_donate(donated, tensors, buffers), run_opts))
-        BufferPressure.received(output_bytes)
+        {outputs, donate} = run!(exe, buffers, Donation.run_donate(donated, tensors, buffers), run_opts, &argument_name(vars, used, &1))
+        BufferPressure.received(output_bytes - Enum.sum(for(pos <- donate, do: Map.get(reused, pos, 0))))
 
         {result, []} =
           Composite.traverse(output, outputs, fn template, [buffer | rest] ->
@@ -254,7 +257,9 @@ defmodule Plugboard.Nx do
   def to_mlir(fun, args) do
     {expr, _output} = devectorized_output(Nx.Defn.debug_expr_apply(fun, args))
     params = args |> Composite.flatten_list() |> Enum.map(&(&1 |> Nx.to_template() |> Nx.devectorize()))
-    {text, _, _, _, _} = Emitter.to_mlir(params, expr)
+    # As the jit compiles it: Nx.donatable/1 arguments aliased to their outputs.
+    aliases = Donation.aliases(Donation.pairs(params, Donation.donated(params), Composite.flatten_list([expr])))
+    {text, _, _, _, _} = Emitter.to_mlir(params, expr, [], %{args: aliases})
     text
   end
 
@@ -293,21 +298,57 @@ defmodule Plugboard.Nx do
   # once the execution is over, and the side effects after it in the program are not called (the
   # program itself runs to its end: it cannot be stopped halfway). The first failure is kept for the
   # run in the calling process (where the callbacks run); a run made inside a callback keeps its own.
-  defp run!(exe, buffers, []), do: Plugboard.run!(exe, buffers, [])
+  defp run(exe, buffers, []), do: Plugboard.run(exe, buffers, [])
 
-  defp run!(exe, buffers, run_opts) do
+  defp run(exe, buffers, run_opts) do
     outer = Process.put(@side_effect_failure, :none)
 
     try do
       result = Plugboard.run(exe, buffers, run_opts)
 
-      case {Process.get(@side_effect_failure), result} do
-        {{kind, reason, stacktrace}, _} -> :erlang.raise(kind, reason, stacktrace)
-        {:none, {:ok, outputs}} -> outputs
-        {:none, {:error, error}} -> raise error
+      case Process.get(@side_effect_failure) do
+        {kind, reason, stacktrace} -> :erlang.raise(kind, reason, stacktrace)
+        :none -> result
       end
     after
       if outer == nil, do: Process.delete(@side_effect_failure), else: Process.put(@side_effect_failure, outer)
+    end
+  end
+
+  # One run giving up the arguments at run positions `donate`: {outputs, the positions given up}. An
+  # argument another process is using at that moment (reading it, or an execution of it still
+  # starting) cannot be given up: plugboard refuses the run before it starts (:aborted, "in use"), and
+  # it runs again with nothing donated, each argument passed as is, as a view is (Plugboard.Nx.Donation).
+  # An error about an argument names the caller's argument (`name_of.(run position)`), not the
+  # program's parameter.
+  defp run!(exe, buffers, donate, run_opts, name_of) do
+    case run(exe, buffers, with_donate(donate, run_opts)) do
+      {:ok, outputs} ->
+        {outputs, donate}
+
+      {:error, %Plugboard.Error{code: :aborted, message: message} = error} ->
+        if donate != [] and message =~ "in use", do: run!(exe, buffers, [], run_opts, name_of), else: raise(caller_named(error, name_of))
+
+      {:error, error} ->
+        raise caller_named(error, name_of)
+    end
+  end
+
+  # plugboard's errors about an argument begin "argument N" (its run position).
+  defp caller_named(%Plugboard.Error{message: message} = error, name_of) do
+    with [prefix, n] <- Regex.run(~r/^argument (\d+)\b/, message),
+         name when is_binary(name) <- name_of.(String.to_integer(n)) do
+      %{error | message: name <> binary_part(message, byte_size(prefix), byte_size(message) - byte_size(prefix))}
+    else
+      _ -> error
+    end
+  end
+
+  # The caller's name for run position `pos` (a parameter the program reads); nil for a constant.
+  defp argument_name(vars, used, pos) do
+    case Enum.at(used, pos) do
+      nil -> nil
+      i -> Arguments.name(vars, i)
     end
   end
 
@@ -382,7 +423,8 @@ defmodule Plugboard.Nx do
   end
 
   defp rebuild(expr, templates) do
-    {container, []} = Composite.traverse(expr, templates, fn _, [t | rest] -> {Nx.to_template(t), rest} end)
+    # A result is never donatable, not even a donated argument returned as is (Nx.donatable/1).
+    {container, []} = Composite.traverse(expr, templates, fn _, [t | rest] -> {t |> Nx.to_template() |> Donation.unmark(), rest} end)
     container
   end
 

@@ -34,14 +34,14 @@ defmodule Plugboard.Nx.Backend do
   end
 
   @doc false
-  # Before compiling: each of `indexed_tensors` ({tensor, index}: a program's arguments or results;
-  # `what` names them) has a plugboard dtype, else an ArgumentError naming the first that has not,
-  # by its index, and its type.
-  def check_types!(indexed_tensors, what) do
-    Enum.each(indexed_tensors, fn {%T{type: type}, i} ->
+  # Before compiling: each of `labelled_tensors` ({tensor, what it is to the caller, e.g. "the 2nd
+  # argument" or "result 0"}: a program's arguments or results) has a plugboard dtype, else an
+  # ArgumentError naming the first that has not and its type.
+  def check_types!(labelled_tensors) do
+    Enum.each(labelled_tensors, fn {%T{type: type}, label} ->
       unless Map.has_key?(@dtypes, type) do
         raise ArgumentError,
-              "Plugboard.Nx: #{what} #{i} has type #{Nx.Type.to_string(type)}, which plugboard's buffers do not have " <>
+              "Plugboard.Nx: #{label} has type #{Nx.Type.to_string(type)}, which plugboard's buffers do not have " <>
                 "(sub-byte integers: convert with Nx.as_type/2, to s8 or u8 for example)"
       end
     end)
@@ -193,7 +193,9 @@ defmodule Plugboard.Nx.Backend do
 
   # The program runs where its first device tensor lives (client and device). An operation may run
   # while a defn is being traced (code in it computing on a tensor it closes over): it is a
-  # compilation of its own (on_conflict: :force), not part of the traced one.
+  # compilation of its own (on_conflict: :force), not part of the traced one. It is not the user's jit
+  # either: an operand marked Nx.donatable/1 keeps its mark (for the user's next jit or compile call)
+  # and its buffer (Plugboard.Nx.Donation.unmark/1).
   defp jit(args, fun) do
     opts =
       case placement(args) do
@@ -202,7 +204,7 @@ defmodule Plugboard.Nx.Backend do
         {client, device} -> [client: client, device_id: device]
       end
 
-    Nx.Defn.jit_apply(fun, args, [compiler: Plugboard.Nx, on_conflict: :force] ++ opts)
+    Nx.Defn.jit_apply(fun, Enum.map(args, &Plugboard.Nx.Donation.unmark/1), [compiler: Plugboard.Nx, on_conflict: :force] ++ opts)
   end
 
   defp client_of(args) do

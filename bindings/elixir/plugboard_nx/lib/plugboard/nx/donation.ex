@@ -19,7 +19,17 @@ defmodule Plugboard.Nx.Donation do
   #     `Nx.backend_transfer/2` and `Nx.tensor/2` on this backend make them), or of an address
   #     (`Nx.from_pointer/5`): the plugin copies what the program aliases, and the tensor stays. A
   #     training loop's parameters are program outputs after its first step, and those are donated;
-  #   - a program split over devices (`shard_jit`) refuses donatable arguments (refuse_split!/1).
+  #   - nor is a buffer something else uses at the time of the call (another process reading it, an
+  #     execution of it still starting): `Plugboard.donatable?/1` says false then, and should the use
+  #     begin after it answered, plugboard refuses the run before it starts (:aborted) and Plugboard.Nx
+  #     runs it again donating nothing (Plugboard.Nx's run!/5): passed as is, as a view is;
+  #   - the mark is the user's, for their jit or compile call: the backend's eager operations pass
+  #     their operands unmarked (Backend's jit/2), and results are never marked, not even a donated
+  #     argument returned as is (unmark/1);
+  #   - outputs written into donated memory are not new memory: BufferPressure does not count them
+  #     (reused_bytes/3);
+  #   - a program split over devices (`shard_jit`) refuses donatable arguments (refuse_split!/1),
+  #     naming the caller's argument (Plugboard.Nx.Arguments).
 
   alias Plugboard.Nx.Backend
 
@@ -35,26 +45,51 @@ defmodule Plugboard.Nx.Donation do
   defp donated([p | rest], i), do: if(donatable?(p), do: [i | donated(rest, i + 1)], else: donated(rest, i + 1))
 
   @doc """
-  The argument attributes (param index => attribute dictionary, the emitter's `annotations.args`)
-  aliasing each donated parameter to the first output of `outputs` (flat tensors) with its type and
-  shape that no earlier one took. (A parameter the program does not read leaves the signature with
-  its attribute: the output it took is then not aliased.)
+  `tensor` (or each tensor of a tuple; anything else as is) not marked donatable. The mark is the
+  user's, for their next jit or compile call: a result never carries it (not even a donated argument
+  returned as is), nor do the operands of the backend's own eager programs. (On an Nx without the
+  mark, the tensor as is.)
   """
-  def aliases(params, donated, outputs) do
+  def unmark(%Nx.Tensor{} = t), do: Map.replace(t, :donatable?, false)
+  def unmark(tuple) when is_tuple(tuple), do: tuple |> Tuple.to_list() |> Enum.map(&unmark/1) |> List.to_tuple()
+  def unmark(other), do: other
+
+  @doc """
+  Which output each donated parameter is aliased to: param index => index in `outputs` (flat
+  tensors), the first output with its type and shape that no earlier one took.
+  """
+  def pairs(params, donated, outputs) do
     free = outputs |> Enum.map(&{&1.type, &1.shape}) |> Enum.with_index()
 
-    {attributes, _} =
+    {pairs, _} =
       params
       |> Enum.with_index()
       |> Enum.filter(fn {_, i} -> i in donated end)
       |> Enum.reduce({%{}, free}, fn {p, i}, {acc, free} ->
         case Enum.find(free, fn {type_shape, _} -> type_shape == {p.type, p.shape} end) do
           nil -> {acc, free}
-          {_, k} = taken -> {Map.put(acc, i, "{tf.aliasing_output = #{k} : i32}"), List.delete(free, taken)}
+          {_, k} = taken -> {Map.put(acc, i, k), List.delete(free, taken)}
         end
       end)
 
-    attributes
+    pairs
+  end
+
+  @doc """
+  The argument attributes (param index => attribute dictionary, the emitter's `annotations.args`) of
+  `pairs/3`. (A parameter the program does not read leaves the signature with its attribute: the
+  output it took is then not aliased.)
+  """
+  def aliases(pairs), do: Map.new(pairs, fn {i, k} -> {i, "{tf.aliasing_output = #{k} : i32}"} end)
+
+  @doc """
+  The bytes of the outputs each run position's donation writes into the donated memory (run position
+  => bytes), for the pairs/3 of a program whose run arguments are the parameters in `used`: outputs
+  that take no new memory when that argument is donated.
+  """
+  def reused_bytes(pairs, used, outputs) do
+    outputs = List.to_tuple(outputs)
+    for {i, pos} <- Enum.with_index(used), k = pairs[i], k != nil, into: %{}, do: {pos, Nx.byte_size(elem(outputs, k))}
   end
 
   @doc "The positions, among the run's arguments (the parameters in `used`, in order), of the donated ones."
@@ -83,13 +118,15 @@ defmodule Plugboard.Nx.Donation do
 
   @doc "Refuses donatable arguments to a program split over several devices."
   def refuse_split!(vars) do
-    if Enum.any?(Nx.Defn.Composite.flatten_list(vars), &donatable?/1) do
-      raise ArgumentError,
-            "Plugboard.Nx.shard_jit: an argument is marked donatable (Nx.donatable/1), but a program split over " <>
-              "several devices cannot take its buffer (each device gets its own part, copied from it); " <>
-              "pass it without the mark"
-    end
+    case vars |> Nx.Defn.Composite.flatten_list() |> donated() do
+      [] ->
+        :ok
 
-    :ok
+      [i | _] ->
+        raise ArgumentError,
+              "Plugboard.Nx.shard_jit: #{Plugboard.Nx.Arguments.name(vars, i)} is marked donatable (Nx.donatable/1), but a " <>
+                "program split over several devices cannot take its buffer (each device gets its own part, copied from it); " <>
+                "pass it without the mark"
+    end
   end
 end
