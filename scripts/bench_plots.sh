@@ -2,19 +2,15 @@
 # The scaling benchmarks (issue 16) as tables and PNG plots: executions per second against threads on
 # one client and compile time and dispatch against program size (each against the raw C API in the
 # same run), ordered-callback delivery against receivers, boot time against the targets in a bundle.
-# matplotlib goes into build/plot-venv from the wheels pinned in bench/requirements-plots.txt.
+# matplotlib goes into build/plot-venv from the wheels pinned in bench/requirements-plots.txt
+# (scripts/plot_venv.sh).
 # Not part of CI.
 #
 #   scripts/bench_plots.sh [--plugin PATH]... [--quick]      (PNGs into bench/plots/)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=${BUILD_DIR:-$root/build}
-venv="$build_dir/plot-venv"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import matplotlib" 2>/dev/null; then
-  echo "[bench] installing matplotlib into $venv" >&2
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --require-hashes --only-binary=:all: -r "$root/bench/requirements-plots.txt"
-fi
+python=$("$root/scripts/plot_venv.sh" "$build_dir")
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 "$root/scripts/bench.sh" --only threads --only size "$@" | tee "$out/bench.txt"
@@ -22,4 +18,4 @@ cmake --build "$build_dir" --target delivery_bench > /dev/null
 "$build_dir/bench/delivery_bench" | tee "$out/delivery.txt"
 "$root/scripts/bench_boot.sh" | tee "$out/boot.txt"
 mkdir -p "$root/bench/plots"
-"$venv/bin/python" "$root/bench/plot_scaling.py" "$out/bench.txt" "$out/delivery.txt" "$out/boot.txt" "$root/bench/plots"
+"$python" "$root/bench/plot_scaling.py" "$out/bench.txt" "$out/delivery.txt" "$out/boot.txt" "$root/bench/plots"

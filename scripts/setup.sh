@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One idempotent set-up for a fresh Debian machine: system packages, the pinned plugin wheels, the
-# PJRT header, then a CMake build. Safe to run again: each step is skipped when already done.
+# PJRT header, matplotlib for the pictures (BUILD_DIR/plot-venv), then a CMake build. Safe to run again:
+# each step is skipped when already done.
 #
 #   scripts/setup.sh [--build-dir DIR] [--sanitize] [--no-build]
 #
@@ -76,7 +77,10 @@ PY
   echo "$(basename "$wheel"):$member" > "$stamp"
 done < "$root/deps/plugins.tsv"
 
-# 4. Build.
+# 4. matplotlib in BUILD_DIR/plot-venv, from pinned wheels (the trace timeline test draws with it).
+"$root/scripts/plot_venv.sh" "$build_dir" > /dev/null
+
+# 5. Build.
 if [ $do_build -eq 1 ]; then
   if [ ! -f "$build_dir/CMakeCache.txt" ]; then
     log "configuring $build_dir (sanitizers: $sanitize)"
