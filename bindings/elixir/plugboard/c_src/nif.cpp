@@ -88,6 +88,10 @@ ErlNifFunc functions[] = {
     {"kv_call", 5, nif_kv_call, 0},
     {"open_distributed", 6, nif_open_distributed, 0},
     {"fail_call", 2, nif_fail_call, 0},
+    {"trace_start", 2, nif_trace_start, 0},
+    {"trace_stop", 0, nif_trace_stop, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"trace_now", 0, nif_trace_now, 0},
+    {"trace_record", 6, nif_trace_record, 0},
 };
 
 }  // namespace

@@ -63,6 +63,11 @@ PB_NIF(nif_kv_store_new);
 PB_NIF(nif_kv_reply);
 PB_NIF(nif_kv_call);
 PB_NIF(nif_open_distributed);
+// nif_trace.cpp
+PB_NIF(nif_trace_start);
+PB_NIF(nif_trace_stop);
+PB_NIF(nif_trace_now);
+PB_NIF(nif_trace_record);
 
 // nif_selection.cpp's readers and makers, shared with nif_key_value.cpp: a client term that owns
 // `client`, and create options as [{name, value}].

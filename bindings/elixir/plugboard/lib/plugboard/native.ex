@@ -222,4 +222,9 @@ defmodule Plugboard.Native do
   def kv_reply(_store, _id, _reply), do: not_loaded()
   def kv_call(_store, _op, _key, _arg, _ref), do: not_loaded()
   def open_distributed(_plugin, _create_options, _store, _node_id, _num_nodes, _ref), do: not_loaded()
+  # Traces (c_src/nif_trace.cpp; Plugboard.Trace).
+  def trace_start(_max_spans, _process_name), do: not_loaded()
+  def trace_stop, do: not_loaded()
+  def trace_now, do: not_loaded()
+  def trace_record(_name, _category, _start_ns, _end_ns, _track, _args), do: not_loaded()
 end

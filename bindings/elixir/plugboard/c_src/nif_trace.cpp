@@ -1,0 +1,167 @@
+// The NIFs of Plugboard.Trace: the switch of plugboard's trace recorder (plugboard/trace.h) and the
+// Elixir side's own spans.
+//   trace_start(max_spans, process_name) -> :ok | {:error, error}   ("" : the recorder's default name)
+//   trace_stop() -> {:ok, map} | {:error, error}                     (dirty CPU: proportional to the spans)
+//   trace_now() -> integer                                            (ns of CLOCK_MONOTONIC, the spans' clock)
+//   trace_record(name, category, start_ns, end_ns, track, args) -> :ok | :unsupported | {:error, error}
+// A span's args: a map of atom or string keys to integers, floats, strings or atoms; anything else
+// (a bignum, a tuple) answers :unsupported and Plugboard.Trace passes it again inspected. Every call
+// but trace_stop does a bounded amount of work (record: at most kMaxArgs arguments).
+#include <string>
+#include <vector>
+
+#include "nif_functions.h"
+#include "plugboard/trace.h"
+
+namespace plugboard::nif {
+namespace {
+
+constexpr size_t kMaxArgs = 64;
+
+// An atom's or a binary's text; false for anything else.
+bool get_text(ErlNifEnv* env, ERL_NIF_TERM term, std::string& out) {
+  ErlNifBinary bin;
+  if (enif_inspect_binary(env, term, &bin)) {
+    out.assign(reinterpret_cast<const char*>(bin.data), bin.size);
+    return true;
+  }
+  unsigned length = 0;
+  if (enif_get_atom_length(env, term, &length, ERL_NIF_LATIN1)) {
+    out.resize(length + 1);
+    if (!enif_get_atom(env, term, out.data(), length + 1, ERL_NIF_LATIN1)) return false;
+    out.resize(length);
+    return true;
+  }
+  return false;
+}
+
+// The args map as the recorder's Args; false when a key or a value is not of a kind it keeps.
+bool get_args(ErlNifEnv* env, ERL_NIF_TERM map, std::vector<trace::Arg>& args) {
+  ErlNifMapIterator it;
+  if (!enif_map_iterator_create(env, map, &it, ERL_NIF_MAP_ITERATOR_FIRST)) return false;
+  bool fine = true;
+  ERL_NIF_TERM key, value;
+  while (fine && enif_map_iterator_get_pair(env, &it, &key, &value)) {
+    trace::Arg arg;
+    ErlNifSInt64 i;
+    double d;
+    std::string s;
+    fine = get_text(env, key, arg.key);
+    if (!fine) break;
+    if (enif_get_int64(env, value, &i)) arg.value = int64_t{i};
+    else if (enif_get_double(env, value, &d)) arg.value = d;
+    else if (get_text(env, value, s)) arg.value = std::move(s);
+    else fine = false;
+    if (fine) args.push_back(std::move(arg));
+    enif_map_iterator_next(env, &it);
+  }
+  enif_map_iterator_destroy(env, &it);
+  return fine;
+}
+
+ERL_NIF_TERM make_value(ErlNifEnv* env, const trace::Value& value) {
+  if (auto* i = std::get_if<int64_t>(&value)) return enif_make_int64(env, *i);
+  if (auto* d = std::get_if<double>(&value)) return enif_make_double(env, *d);
+  return make_string(env, std::get<std::string>(value));
+}
+
+ERL_NIF_TERM make_args(ErlNifEnv* env, const std::vector<trace::Arg>& args) {
+  ERL_NIF_TERM map = enif_make_new_map(env);
+  for (const auto& a : args) enif_make_map_put(env, map, make_string(env, a.key), make_value(env, a.value), &map);
+  return map;
+}
+
+ERL_NIF_TERM make_map(ErlNifEnv* env, std::vector<ERL_NIF_TERM>& keys, std::vector<ERL_NIF_TERM>& values) {
+  ERL_NIF_TERM map;
+  if (!enif_make_map_from_arrays(env, keys.data(), values.data(), keys.size(), &map)) return enif_make_new_map(env);
+  return map;
+}
+
+ERL_NIF_TERM make_trace(ErlNifEnv* env, const trace::Trace& t) {
+  std::vector<ERL_NIF_TERM> span_keys{atom(env, "name"),   atom(env, "category"), atom(env, "start_ns"),
+                                      atom(env, "end_ns"), atom(env, "tid"),      atom(env, "args")};
+  ERL_NIF_TERM spans = enif_make_list(env, 0);
+  for (auto s = t.spans.rbegin(); s != t.spans.rend(); ++s) {
+    std::vector<ERL_NIF_TERM> values{make_string(env, s->name), make_string(env, s->category),
+                                     enif_make_int64(env, s->start_ns), enif_make_int64(env, s->end_ns),
+                                     enif_make_int(env, s->tid), make_args(env, s->args)};
+    spans = enif_make_list_cell(env, make_map(env, span_keys, values), spans);
+  }
+  ERL_NIF_TERM tracks = enif_make_new_map(env);
+  for (const auto& track : t.tracks)
+    enif_make_map_put(env, tracks, enif_make_int(env, track.tid), make_string(env, track.name), &tracks);
+  std::vector<ERL_NIF_TERM> keys{atom(env, "process_name"), atom(env, "pid"),          atom(env, "clock_monotonic_ns"),
+                                 atom(env, "clock_realtime_ns"), atom(env, "started_ns"), atom(env, "stopped_ns"),
+                                 atom(env, "max_spans"),  atom(env, "dropped_spans"), atom(env, "tracks"),
+                                 atom(env, "spans")};
+  std::vector<ERL_NIF_TERM> values{make_string(env, t.process_name),
+                                   enif_make_int(env, t.pid),
+                                   enif_make_int64(env, t.clock_monotonic_ns),
+                                   enif_make_int64(env, t.clock_realtime_ns),
+                                   enif_make_int64(env, t.started_ns),
+                                   enif_make_int64(env, t.stopped_ns),
+                                   enif_make_uint64(env, t.max_spans),
+                                   enif_make_uint64(env, t.dropped_spans),
+                                   tracks,
+                                   spans};
+  return make_ok(env, make_map(env, keys, values));
+}
+
+}  // namespace
+
+PB_NIF(nif_trace_start) {
+  return guarded(env, "Plugboard.Trace.start", [&]() -> ERL_NIF_TERM {
+    (void)argc;
+    auto max_spans = get_int_in(env, argv[0], "max_spans", 1, int64_t{1} << 40);
+    if (!max_spans) return make_error(env, max_spans.error());
+    auto name = get_string(env, argv[1], "process_name");
+    if (!name) return make_error(env, name.error());
+    return make_status(env, trace::start(trace::Options{.max_spans = static_cast<size_t>(*max_spans),
+                                                        .process_name = std::move(*name)}));
+  });
+}
+
+PB_NIF(nif_trace_stop) {
+  return guarded(env, "Plugboard.Trace.stop", [&]() -> ERL_NIF_TERM {
+    (void)argc;
+    (void)argv;
+    auto t = trace::stop();
+    if (!t) return make_error(env, t.error());
+    return make_trace(env, *t);
+  });
+}
+
+PB_NIF(nif_trace_now) {
+  (void)argc;
+  (void)argv;
+  return enif_make_int64(env, trace::now());
+}
+
+PB_NIF(nif_trace_record) {
+  return guarded(env, "Plugboard.Trace.record", [&]() -> ERL_NIF_TERM {
+    (void)argc;
+    if (!trace::enabled()) return atom(env, "ok");
+    std::string name, category, track_name;
+    if (!get_text(env, argv[0], name)) return make_error(env, Code::kInvalidArgument, "Plugboard.Trace.record: name must be a string");
+    if (!get_text(env, argv[1], category))
+      return make_error(env, Code::kInvalidArgument, "Plugboard.Trace.record: category must be a string");
+    ErlNifSInt64 start_ns, end_ns;
+    if (!enif_get_int64(env, argv[2], &start_ns) || !enif_get_int64(env, argv[3], &end_ns))
+      return make_error(env, Code::kInvalidArgument, "Plugboard.Trace.record: start_ns and end_ns must be integers (Plugboard.Trace.now/0)");
+    if (!get_text(env, argv[4], track_name))
+      return make_error(env, Code::kInvalidArgument, "Plugboard.Trace.record: track must be a string");
+    size_t count = 0;
+    if (!enif_get_map_size(env, argv[5], &count))
+      return make_error(env, Code::kInvalidArgument, "Plugboard.Trace.record: args must be a map");
+    if (count > kMaxArgs)
+      return make_error(env, Code::kInvalidArgument,
+                        "Plugboard.Trace.record: at most " + std::to_string(kMaxArgs) + " args a span, got " + std::to_string(count));
+    std::vector<trace::Arg> args;
+    args.reserve(count);
+    if (!get_args(env, argv[5], args)) return atom(env, "unsupported");
+    trace::record(name, category, start_ns, end_ns, trace::named_track(track_name), args);
+    return atom(env, "ok");
+  });
+}
+
+}  // namespace plugboard::nif
