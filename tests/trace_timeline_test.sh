@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/trace_timeline.py on a real trace: `plugboard run --trace` of a program with host callbacks
 # (compile, copies, an execution on the device track, a blocking and ordered callbacks, a delivery
-# thread) drawn whole, zoomed on its execution (--focus) and on one category; each picture a PNG of
+# thread) drawn whole, zoomed on its execution (--focus) and on one category, then joined with a second
+# run's trace (two processes, as a merged cluster trace has); each picture a PNG of
 # the expected size holding every span of the trace (counted here from the JSON, independently of the
 # script). Then the refusals: a missing file, a truncated trace, JSON that is not a trace, a span
 # without a numeric dur, a --focus naming no span, an output that cannot be written: exit 1, a message
@@ -78,6 +79,20 @@ draws device "$(counts device)" --category device
 first=$(counts '' launch first)
 draws first "$first" --focus launch --occurrence 1
 [ "$(cut -d' ' -f1 <<< "$first")" -lt $((n / 2)) ] || fail "--focus on the self-test's launch should leave most spans out"
+
+# Two processes in one document (as a merged cluster trace is): a second run's trace joined to the
+# first, each process's tracks under it.
+"$pb" run "$examples/softmax.mlir" --plugin "$plugin" -i "$examples/x.npy" --trace "$work/second.json" > "$work/run2.txt" 2>&1 ||
+  { cat "$work/run2.txt"; fail "the second plugboard run --trace"; }
+python3 - "$work/run.json" "$work/second.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert {e["pid"] for e in a["traceEvents"]}.isdisjoint(e["pid"] for e in b["traceEvents"])
+a["traceEvents"] += b["traceEvents"]
+json.dump(a, open(sys.argv[1], "w"))
+PY
+draws two_processes "$(counts '')" --title "two runs"
+grep -q " in 2 processes, " "$work/two_processes.txt" || fail "two_processes: $(cat "$work/two_processes.txt")"
 
 # refuses ARGS... -- PATTERN: trace_timeline.py ARGS exits 1 with PATTERN on stderr and writes no PNG.
 refuses() {
