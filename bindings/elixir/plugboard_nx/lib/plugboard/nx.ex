@@ -53,9 +53,11 @@ defmodule Plugboard.Nx do
   @behaviour Nx.Defn.Compiler
   @inside_runtime_call {__MODULE__, :inside_runtime_call}
   @side_effect_failure {__MODULE__, :side_effect_failure}
+  @compiled_here {__MODULE__, :compiled_here}
   import Nx.Defn, only: [deftransform: 2]
   alias Nx.Defn.Composite
   alias Plugboard.Nx.{Arguments, Backend, BufferPressure, Cache, Donation, Emitter}
+  alias Plugboard.Trace
 
   @impl true
   # Nx.Serving runs one partition per entry, each in its own process: one per device of the client
@@ -83,10 +85,24 @@ defmodule Plugboard.Nx do
   end
 
   @impl true
-  def __jit__(key, vars, fun, args_list, opts), do: __compile__(key, vars, fun, opts).(args_list)
+  # Traced (Plugboard.Trace on): a `jit` span around the call, with `cache_lookup`, `compile` (on a
+  # miss), `arguments` and `run` inside. Off, the one enabled?/0 check is all it adds.
+  def __jit__(key, vars, fun, args_list, opts) do
+    if Trace.enabled?() do
+      Trace.span("jit", "nx", %{function: name_of(key)}, fn -> key |> prepare(vars, fun, opts, true) |> run_all(args_list, true) end)
+    else
+      key |> prepare(vars, fun, opts, false) |> run_all(args_list, false)
+    end
+  end
 
   @impl true
   def __compile__(key, vars, fun, opts) do
+    prepared = prepare(key, vars, fun, opts, Trace.enabled?())
+    fn args_list -> run_all(prepared, args_list, Trace.enabled?()) end
+  end
+
+  # The compiled program for `vars` (from the cache, or compiled now) and what its runs need.
+  defp prepare(key, vars, fun, opts, traced) do
     client = client!(opts)
     bound_hooks = opts |> hooks!() |> Map.keys() |> Enum.sort()
     # A program for a chosen device is compiled portable (runs on any device of the client).
@@ -95,14 +111,13 @@ defmodule Plugboard.Nx do
     # Nx.donatable/1's marks (Plugboard.Nx.Donation); the cache key holds them (Cache.key/4).
     donated = vars |> Composite.flatten_list() |> Donation.donated()
 
-    {exe, output, used, hooks, constants, {output_bytes, reused}} =
-      Cache.get_or_compile(client, cache_key, fn ->
+    compile = fn ->
         params = vars |> Composite.flatten_list() |> Enum.map(&Nx.devectorize/1)
         {expr, output} = devectorized_output(fun.(vars))
         # Nx.LinAlg's eigh and svd call LAPACK on a CPU client (Plugboard.Nx.LinAlg).
         aliased = Donation.pairs(params, donated, Composite.flatten_list([expr]))
         annotations = %{lapack: Plugboard.Nx.LinAlg.lapack?(client), args: Donation.aliases(aliased)}
-        {text, _, used, hooks, constants} = Emitter.to_mlir(params, expr, bound_hooks, annotations)
+        {text, _, used, hooks, constants} = Trace.span("emit", "nx", %{}, fn -> Emitter.to_mlir(params, expr, bound_hooks, annotations) end)
         # Only the parameters the program reads become buffers: an unread sub-byte one is fine.
         Backend.check_types!(for(i <- used, do: {Enum.at(params, i), Arguments.name(vars, i)}))
         Backend.check_types!(for({t, i} <- Enum.with_index(Composite.flatten_list([expr])), do: {t, "result #{i}"}))
@@ -113,7 +128,10 @@ defmodule Plugboard.Nx do
         # An output written into a donated argument's memory is not new memory (BufferPressure).
         bytes = {BufferPressure.bytes(output), Donation.reused_bytes(aliased, used, Composite.flatten_list([expr]))}
         {exe, output, used, hooks, Enum.map(constants, &Backend.to_buffer(client, &1, device || 0)), bytes}
-      end)
+      end
+
+    {exe, output, used, hooks, constants, {output_bytes, reused}} =
+      if traced, do: traced_lookup(client, cache_key, compile), else: Cache.get_or_compile(client, cache_key, compile)
 
     # The run's options: none at all (plugboard's fast path) for a program without host calls on
     # device 0, the common case.
@@ -127,28 +145,71 @@ defmodule Plugboard.Nx do
           [ordered: ordered, callbacks: blocking, device: device || 0] ++ Keyword.take(opts, [:callback_timeout])
       end
 
-    output_backend = opts[:output_backend]
-    donated = Donation.positions(donated, used)
+    %{client: client, exe: exe, output: output, used: used, constants: constants, device: device || 0, vars: vars, run_opts: run_opts,
+      output_bytes: output_bytes, reused: reused, output_backend: opts[:output_backend], donated: Donation.positions(donated, used)}
+  end
 
-    fn args_list ->
-      for args <- args_list do
-        # Only the arguments the program reads are computed (lazy containers) and sent.
-        args = if length(args) == length(used), do: args, else: for({a, i} <- Enum.with_index(args), i in used, do: a)
-        tensors = Enum.map(args, & &1.())
-        buffers = Enum.map(tensors, &Backend.to_buffer(client, &1, device || 0)) ++ on_device(client, constants, device || 0)
-        refuse_inside_runtime_call(client, [device || 0])
-        {outputs, donate} = run!(exe, buffers, Donation.run_donate(donated, tensors, buffers), run_opts, &argument_name(vars, used, &1))
-        BufferPressure.received(output_bytes - Enum.sum(for(pos <- donate, do: Map.get(reused, pos, 0))))
+  # Cache.get_or_compile/3 traced: a `cache_lookup` span (`outcome`: hit or miss; up to where this
+  # process starts compiling) and, on a miss, a `compile` span (with `emit` and the library's own
+  # compile spans inside). A lookup that waited for another process's compile is a hit here.
+  defp traced_lookup(client, cache_key, compile) do
+    start = Trace.now()
+    previous = Process.put(@compiled_here, false)
 
-        {result, []} =
-          Composite.traverse(output, outputs, fn template, [buffer | rest] ->
-            {template |> Backend.from_buffer(buffer, client) |> transfer(output_backend), rest}
-          end)
+    try do
+      value =
+        Cache.get_or_compile(client, cache_key, fn ->
+          Trace.record("cache_lookup", "nx", start, Trace.now(), %{outcome: "miss"})
+          Process.put(@compiled_here, true)
+          Trace.span("compile", "nx", %{}, compile)
+        end)
 
-        result
-      end
+      if Process.get(@compiled_here) == false, do: Trace.record("cache_lookup", "nx", start, Trace.now(), %{outcome: "hit"})
+      value
+    after
+      if previous == nil, do: Process.delete(@compiled_here), else: Process.put(@compiled_here, previous)
     end
   end
+
+  defp run_all(prepared, args_list, traced) do
+    %{client: client, exe: exe, used: used, constants: constants, device: device, donated: donated} = prepared
+
+    for args <- args_list do
+      # Only the arguments the program reads are computed (lazy containers) and sent.
+      args = if length(args) == length(used), do: args, else: for({a, i} <- Enum.with_index(args), i in used, do: a)
+      started = if traced, do: Trace.now()
+      tensors = Enum.map(args, & &1.())
+      buffers = Enum.map(tensors, &Backend.to_buffer(client, &1, device)) ++ on_device(client, constants, device)
+      if traced, do: Trace.record("arguments", "nx", started, Trace.now(), arguments_args(tensors, buffers, client, device))
+      refuse_inside_runtime_call(client, [device])
+      donate = Donation.run_donate(donated, tensors, buffers)
+      name_of = &argument_name(prepared.vars, used, &1)
+
+      {outputs, donate} =
+        if traced,
+          do: Trace.span("run", "nx", %{device: device}, fn -> run!(exe, buffers, donate, prepared.run_opts, name_of) end),
+          else: run!(exe, buffers, donate, prepared.run_opts, name_of)
+      BufferPressure.received(prepared.output_bytes - Enum.sum(for(pos <- donate, do: Map.get(prepared.reused, pos, 0))))
+
+      {result, []} =
+        Composite.traverse(prepared.output, outputs, fn template, [buffer | rest] ->
+          {template |> Backend.from_buffer(buffer, client) |> transfer(prepared.output_backend), rest}
+        end)
+
+      result
+    end
+  end
+
+  # The `arguments` span's arguments: how many buffers the run takes, and how many of them (and how
+  # many bytes) were copied to the device for it (the rest were there already).
+  defp arguments_args(tensors, buffers, client, device) do
+    copied = for t <- tensors, not resident?(t, client, device), do: Nx.byte_size(t)
+    %{buffers: length(buffers), copied: length(copied), bytes: Enum.sum(copied)}
+  end
+
+  # A tensor Backend.to_buffer/3 passes as it is: a buffer of this client on this device.
+  defp resident?(%Nx.Tensor{data: %Backend{buffer: %{device: device}, client: %{resource: r}}}, client, device), do: r == client.resource
+  defp resident?(_tensor, _client, _device), do: false
 
   defp with_donate([], run_opts), do: run_opts
   defp with_donate(donate, run_opts), do: [{:donate, donate} | run_opts]
@@ -277,11 +338,14 @@ defmodule Plugboard.Nx do
         callback = Map.get(bound, name) || default
 
         fun = fn %Plugboard.OrderedCall{operands: operands} ->
-          cond do
-            callback == nil -> :ok
-            waits -> guarded(fn -> on_host(place, target, fn -> callback.(from_host(template, operands)) end) end)
-            true -> guarded(fn -> callback.(from_host(template, operands)) end)
-          end
+          # Traced: an `io_call` span (category callback) for the time in the callback.
+          Trace.span("io_call", "callback", %{target: target, name: inspect(name)}, fn ->
+            cond do
+              callback == nil -> :ok
+              waits -> guarded(fn -> on_host(place, target, fn -> callback.(from_host(template, operands)) end) end)
+              true -> guarded(fn -> callback.(from_host(template, operands)) end)
+            end
+          end)
 
           :ok
         end
@@ -364,7 +428,8 @@ defmodule Plugboard.Nx do
   end
 
   defp runtime_call(operands, fun, opts, in_template, out_template, {target, place}) do
-    result = on_host(place, target, fn -> fun.(from_host(in_template, operands), opts) end)
+    # Traced: a `runtime_call` span (category callback) for the time in the function.
+    result = Trace.span("runtime_call", "callback", %{target: target}, fn -> on_host(place, target, fn -> fun.(from_host(in_template, operands), opts) end) end)
 
     unless Nx.compatible?(out_template, result) do
       raise ArgumentError,
