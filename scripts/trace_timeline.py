@@ -128,6 +128,24 @@ def lay_out(spans):
     return levels
 
 
+def lane_base(name):
+    """The track a lane belongs to: "device 0 (cpu)" for "device 0 (cpu) [2]"."""
+    head, sep, tail = name.rpartition(" [")
+    return head if sep and tail.endswith("]") and tail[:-1].isdigit() else name
+
+
+def track_rank(name):
+    """Top to bottom in a process: the Elixir processes (the callers), the threads that run the
+    library's calls, the delivery threads, the devices."""
+    if name.startswith("elixir "):
+        return 0
+    if name.startswith("device "):
+        return 3
+    if name.startswith("pb-delivery"):
+        return 2
+    return 1
+
+
 def time_unit(width_us):
     if width_us < 2000:
         return "µs", 1.0
@@ -173,10 +191,20 @@ def draw(path, out, title=None, focus=None, occurrence=None, categories=None, wi
     pids = sorted({k[0] for k in levels},
                   key=lambda p: (process_order.get(p, 0), min(t for k, t in first_ts.items() if k[0] == p)))
     rows = []  # (pid, tid) top to bottom
+    track_label = {}
     for pid in pids:
         keys = [k for k in levels if k[0] == pid]
-        keys.sort(key=lambda k: (track_order.get(k, 0), first_ts[k], str(k[1])))
+        names = {k: tracks.get(k, f"tid {k[1]}") for k in keys}
+        base_ts = {}  # a track and its lanes ("x [2]") sort together, where the first of them began
+        for k in keys:
+            base = lane_base(names[k])
+            base_ts[base] = min(base_ts.get(base, first_ts[k]), first_ts[k])
+        keys.sort(key=lambda k: (track_order.get(k, 0), track_rank(names[k]), base_ts[lane_base(names[k])],
+                                 lane_base(names[k]), names[k] != lane_base(names[k]), names[k], str(k[1])))
         rows.extend(keys)
+        for k in keys:  # two threads of one name (two pb-delivery threads) told apart by their tid
+            same = sum(1 for j in keys if names[j] == names[k])
+            track_label[k] = names[k] if same == 1 else f"{names[k]} ({k[1]})"
 
     cats = [c for c in KNOWN_CATEGORIES if any(s["cat"] == c for s in shown)]
     cats += sorted({s["cat"] for s in shown} - set(cats))
@@ -227,7 +255,7 @@ def draw(path, out, title=None, focus=None, occurrence=None, categories=None, wi
             ax.text(x + w / 2, top + level_h / 2, label, ha="center", va="center", fontsize=7, clip_on=True)
 
     ax.set_yticks([row_top[k] + levels[k] * level_h / 2 for k in rows])
-    ax.set_yticklabels([tracks.get(k, f"tid {k[1]}") for k in rows], fontsize=8)
+    ax.set_yticklabels([track_label[k] for k in rows], fontsize=8)
     for pid, py in process_label_y.items():
         ax.text(0, py, f" {processes.get(pid, f'pid {pid}')}", fontsize=8.5, fontweight="bold",
                 va="bottom", ha="left", transform=ax.get_yaxis_transform())
