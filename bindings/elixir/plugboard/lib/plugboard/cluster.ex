@@ -76,9 +76,12 @@ defmodule Plugboard.Cluster do
   @spec report(timeout()) :: [node_report() | %{node: node(), error: String.t()}]
   def report(timeout \\ 2_000) do
     nodes = [node() | Enum.sort(Node.list())]
+    # Traced (Plugboard.Trace): one `cluster_report` span around the parallel calls, with the nodes asked.
+    answers = Plugboard.Trace.span("cluster_report", "cluster", %{nodes: Enum.join(nodes, " ")}, fn ->
+      :erpc.multicall(nodes, __MODULE__, :node_report, [], timeout)
+    end)
 
-    nodes
-    |> :erpc.multicall(__MODULE__, :node_report, [], timeout)
+    answers
     |> Enum.zip(nodes)
     |> Enum.map(fn
       {{:ok, report}, _} -> report

@@ -73,6 +73,8 @@ defmodule Plugboard.Serving do
   """
   require Logger
   alias Plugboard.Serving.{Member, Router, Template}
+  alias Plugboard.Trace
+  alias Plugboard.Trace.Cluster
 
   # Why a request can be lost with its node (and tried elsewhere); any other exit of the request's
   # process is an error of that request.
@@ -178,7 +180,7 @@ defmodule Plugboard.Serving do
   def run(name, input, opts \\ []) do
     with {:ok, name} <- fetch_name(name: name), {:ok, opts} <- run_options(opts) do
       Plugboard.Telemetry.span([:plugboard, :serving, :run], %{name: name, routing: opts.routing}, fn ->
-        outcome = attempt(name, input, opts, 1, [])
+        outcome = Trace.span("serving_run", "serving", %{name: inspect(name), routing: opts.routing}, fn -> attempt(name, input, opts, 1, []) end)
 
         meta =
           case outcome do
@@ -222,7 +224,7 @@ defmodule Plugboard.Serving do
   defp answer(outcome, _), do: outcome
 
   defp attempt(name, input, opts, attempt, lost) do
-    case choose(name, opts, for({pid, _, _} <- lost, do: pid)) do
+    case route(name, opts, lost, attempt) do
       nil when lost == [] ->
         {:error, {:no_member, name}}
 
@@ -233,7 +235,9 @@ defmodule Plugboard.Serving do
         Plugboard.Telemetry.execute([:plugboard, :serving, :route], %{load: member.load, weight: member.weight},
                            %{name: name, node: member.node, routing: opts.routing})
 
-        case call(name, member, input, opts.timeout) do
+        target = inspect(name)
+
+        case Cluster.remote_call(member.node, target, %{attempt: attempt}, fn -> call(name, member, input, opts.timeout) end) do
           {:ok, output, where} ->
             {:ok, output, Map.merge(where, %{attempts: attempt, lost: nodes_lost(lost)})}
 
@@ -267,6 +271,24 @@ defmodule Plugboard.Serving do
 
   # [{node, reason}], oldest first.
   defp nodes_lost(lost), do: for({_pid, node, reason} <- Enum.reverse(lost), do: {node, reason})
+
+  # choose/3, traced: a `route` span with the member chosen (its node, target, load, weight) or none.
+  defp route(name, opts, lost, attempt) do
+    traced = Trace.enabled?()
+    started = if traced, do: Trace.now()
+    member = choose(name, opts, for({pid, _, _} <- lost, do: pid))
+
+    if traced do
+      chosen =
+        if member,
+          do: %{node: Atom.to_string(member.node), target: to_string(member.info[:target]), load: member.load, weight: member.weight},
+          else: %{node: "none"}
+
+      Trace.record("route", "serving", started, Trace.now(), Map.merge(chosen, %{name: inspect(name), routing: opts.routing, attempt: attempt}))
+    end
+
+    member
+  end
 
   # A member that has not failed this request. While there is none (a node restarting, the cluster
   # reconnecting after a partition), waits up to `wait:` ms for one; a member that failed this request,
@@ -327,6 +349,11 @@ defmodule Plugboard.Serving do
   # with {ref, result}, counted in the node's published load until it has its answer (the member
   # watches it: killed while waiting, it is counted down all the same).
   def __remote_run__(ref, name, input) do
+    # The caller made `ref`: its node is the caller's.
+    exit(Cluster.serve(node(ref), inspect(name), fn -> remote_run(ref, name, input) end))
+  end
+
+  defp remote_run(ref, name, input) do
     {where, token} = Member.track(name) || exit(:noproc)
 
     result =
@@ -338,7 +365,7 @@ defmodule Plugboard.Serving do
       end
 
     Member.untrack(token)
-    exit({ref, result})
+    {ref, result}
   end
 
   # A serving left with Nx's default distributed_postprocessing (the identity) would send device

@@ -1,0 +1,96 @@
+Code.require_file("../../trace_checks.exs", __DIR__)
+
+defmodule Plugboard.Nx.TraceClusterTest do
+  # A Plugboard.Serving request across two real OS nodes on 127.0.0.1 (:peer starts `erl` processes,
+  # distributed among themselves; the test VM drives them over their standard I/O and stays out of
+  # their cluster), traced on both with Plugboard.Trace.Cluster and merged: one trace (one OS pid) per
+  # node; on the caller the request's `serving_run` with its `route` (the member's node) and the
+  # `remote_call` to it; on the member the `serve` (the caller's node) with the serving's `jit` in it.
+  # The nodes share CLOCK_MONOTONIC (one machine), so the measured offset must lie within its error
+  # bound of 0, and after the alignment the callee's `serve` lies inside the caller's `remote_call`
+  # (within the bound): the merged trace is ordered across the nodes. PLUGBOARD_TRACE_OUT=dir keeps
+  # it (cluster_request.trace.json).
+  use ExUnit.Case, async: false
+  import Plugboard.TraceChecks
+  alias Plugboard.Nx.TraceClusterPeer, as: P
+
+  @moduletag timeout: 120_000
+
+  setup_all do
+    cookie = Base.encode32(:crypto.strong_rand_bytes(20), padding: false)
+    epmd_ran = match?({_, 0}, System.cmd("epmd", ["-names"], stderr_to_stdout: true))
+    caller = start_peer("caller", cookie)
+    member = start_peer("member", cookie)
+
+    on_exit(fn ->
+      for {pid, _} <- [caller, member], Process.alive?(pid), do: :peer.stop(pid)
+      unless epmd_ran, do: System.cmd("epmd", ["-kill"], stderr_to_stdout: true)
+    end)
+
+    true = on(caller, Node, :connect, [elem(member, 1)])
+    %{caller: caller, member: member}
+  end
+
+  # An `erl` process with this VM's code paths and :plugboard_nx started; distribution on 127.0.0.1 only.
+  defp start_peer(tag, cookie) do
+    name = ~c"trace_#{tag}_#{System.unique_integer([:positive])}"
+    paths = Enum.flat_map(:code.get_path(), &[~c"-pa", &1])
+    args = [~c"-setcookie", String.to_charlist(cookie), ~c"-kernel", ~c"inet_dist_use_interface", ~c"{127,0,0,1}" | paths]
+    {:ok, pid, node} = :peer.start(%{name: name, host: ~c"127.0.0.1", longnames: true, connection: :standard_io, args: args,
+                                     env: [{~c"ERL_EPMD_ADDRESS", ~c"127.0.0.1"}]})
+    {:ok, _} = :peer.call(pid, Application, :ensure_all_started, [:plugboard_nx], 60_000)
+    {pid, node}
+  end
+
+  defp on({pid, _node}, m, f, a), do: :peer.call(pid, m, f, a, 60_000)
+
+  test "a serving request across two OS nodes, traced on both and merged onto the caller's clock", %{caller: caller, member: member} do
+    {_, a} = caller
+    {_, b} = member
+    {_, plugin} = hd(Plugboard.Nx.Case.cpu_plugins())
+    name = :"traced_#{System.unique_integer([:positive])}"
+    assert {:ok, _} = on(member, P, :start_serving, [name, plugin])
+    # The first request compiles on the member (and waits there for the caller's router to learn it).
+    assert {:ok, _} = on(caller, Plugboard.Serving, :run, [name, P.batch([0.0, 1.0, 2.0])])
+
+    {traces, t0, t1, answer} = on(caller, P, :traced_request, [name, [a, b], [1.0, 2.0, 3.0]])
+    save(traces, "cluster_request")
+    assert {:ok, out, %{node: ^b, attempts: 1}} = answer
+    assert Nx.to_flat_list(out) == [3.0, 5.0, 7.0]
+
+    # One trace per node, each its own OS process; the JSON has one pid per node.
+    assert [ta, tb] = traces
+    assert {ta.node, tb.node} == {a, b}
+    assert ta.pid != tb.pid and ta.pid != String.to_integer(System.pid())
+    json = traces |> Plugboard.Trace.to_json() |> IO.iodata_to_binary()
+    assert [_, _] = Regex.scan(~r/"name":"process_name","args":\{"name":"trace_(caller|member)_\d+@127.0.0.1"\}/, json)
+
+    # The clocks: the caller against itself exact; the member within its bound of the true offset, 0.
+    assert %{reference: ^a, offset_ns: 0, error_ns: 0} = ta.alignment
+    assert %{reference: ^a, offset_ns: offset, error_ns: error, samples: 16} = tb.alignment
+    assert error > 0 and abs(offset) <= error, "member's clock offset #{offset} ns outside its error bound #{error} ns (true offset 0)"
+    IO.puts("member clock: offset #{offset} ns, error bound #{error} ns (127.0.0.1, true offset 0)")
+    well_formed!(ta)
+    well_formed!(tb, error)
+
+    # The caller: the request, the route to the member and the hop to it, in order, inside [t0, t1].
+    assert [run] = named(ta, "serving_run")
+    assert run.start_ns >= t0 and run.end_ns <= t1
+    assert [route, call] = children(ta, run)
+    assert {route.name, call.name} == {"route", "remote_call"}
+    assert route.end_ns <= call.start_ns
+    assert %{"node" => bn, "target" => target, "attempt" => 1} = route.args
+    assert bn == Atom.to_string(b) and target == Path.basename(plugin)
+    assert %{"node" => ^bn, "target" => served} = call.args
+    assert served == inspect(name)
+
+    # The member: the request served for the caller, with the serving's jit (on its own process)
+    # inside it; the serve inside the caller's remote_call, within the clocks' bound.
+    assert [serve] = named(tb, "serve")
+    assert serve.args == %{"caller" => Atom.to_string(a), "target" => served}
+    assert inside?(serve, call, error), "serve #{describe(serve)} not inside remote_call #{describe(call)} (error bound #{error} ns)"
+    assert serve.start_ns >= route.end_ns - error
+    assert [jit] = Enum.filter(named(tb, "jit"), &inside?(&1, serve))
+    assert Enum.map(children(tb, jit), & &1.name) == ["cache_lookup", "arguments", "run"]
+  end
+end
