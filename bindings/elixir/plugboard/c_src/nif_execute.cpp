@@ -17,6 +17,7 @@
 
 #include "callback_route.h"
 #include "nif_functions.h"
+#include "plugboard/trace.h"
 #include "reply_gate.h"
 #include "resources.h"
 #include "work_pool.h"
@@ -240,8 +241,16 @@ ERL_NIF_TERM make_gate_term(ErlNifEnv* env, const std::shared_ptr<ReplyGate>& ga
 
 // execute(executable, args, donate, device, routes, blocking_limit_ms | nil, caller, ref)
 //   -> {:started, gate} | {:done, {:ok, outputs} | {:error, e}} | {:error, e}
+// While a trace is being recorded, {:started, gate, t0} and {:done, outcome, t0} instead: t0 is this
+// call's start (trace::now()), the start of the run's span that Plugboard records when the outcome
+// reaches the caller (the answer's shape is the check: nothing more for Elixir to read when off).
 PB_NIF(nif_execute) {
   (void)argc;
+  const int64_t traced = trace::enabled() ? trace::now() : 0;
+  auto answer = [env, traced](const char* tag, ERL_NIF_TERM value) {
+    return traced ? enif_make_tuple3(env, atom(env, tag), value, enif_make_int64(env, traced))
+                  : enif_make_tuple2(env, atom(env, tag), value);
+  };
   return guarded(env, "starting an execution", [&] {
     auto* exe = get_resource<ExecutableResource>(env, argv[0]);
     if (!exe) return make_error(env, Code::kInvalidArgument, "not a plugboard executable");
@@ -296,14 +305,13 @@ PB_NIF(nif_execute) {
       // The plugin ran it inside execute() (small programs on CPU): the outputs go back at once.
       if (execution->finished()) {
         Status status = execution->await();
-        return enif_make_tuple2(env, atom(env, "done"),
-                                status ? make_outputs(env, execution->outputs(), exe->client) : make_error(env, status.error()));
+        return answer("done", status ? make_outputs(env, execution->outputs(), exe->client) : make_error(env, status.error()));
       }
       gate = std::make_shared<ReplyGate>(*caller, argv[7]);
       here.completion = std::make_shared<Completion>(gate, exe->client);
       Status reported = here.report_on_completion(*execution);
       if (!reported) return make_error(env, reported.error());
-      return enif_make_tuple2(env, atom(env, "started"), make_gate_term(env, gate));
+      return answer("started", make_gate_term(env, gate));
     }
     if (!gate) gate = std::make_shared<ReplyGate>(*caller, argv[7]);
     auto launch = std::make_shared<Launch>(std::move(here));
@@ -313,7 +321,7 @@ PB_NIF(nif_execute) {
       launch->args.give_back();
       return make_error(env, Code::kResourceExhausted, "no thread to start the execution on");
     }
-    return enif_make_tuple2(env, atom(env, "started"), gate_term);
+    return answer("started", gate_term);
   });
 }
 

@@ -649,6 +649,12 @@ defmodule Plugboard do
       # Finished inside the call (a small program on CPU): nothing to wait for.
       {:done, outcome} -> {:ok, %Run{ref: ref, blocking: %{}, ordered: %{}, executable: exe.name, done: outcome, telemetry: span}}
       {:error, _} = error -> Telemetry.run_stop(span, error)
+      # A trace is being recorded: the NIF says so with the run's start (Plugboard.Trace), which
+      # costs the untraced run nothing (no check of its own).
+      {:started, gate, t0} ->
+        {:ok, %Run{ref: ref, gate: gate, blocking: blocking, ordered: ordered, executable: exe.name, telemetry: Telemetry.run_launched(span), trace: t0}}
+
+      {:done, outcome, t0} -> {:ok, %Run{ref: ref, blocking: %{}, ordered: %{}, executable: exe.name, done: outcome, telemetry: span, trace: t0}}
     end
   end
 
@@ -724,12 +730,20 @@ defmodule Plugboard do
         {:error, Error.new(:cancelled, "#{run.executable}: this run was cancelled when an earlier wait for it gave up")}
       else
         deadline = if timeout == :infinity, do: :infinity, else: System.monotonic_time(:millisecond) + timeout
-        Telemetry.run_stop(run.telemetry, await_loop(run, deadline, nil, timeout))
+        outcome = Telemetry.run_stop(run.telemetry, await_loop(run, deadline, nil, timeout))
+        if run.trace, do: traced(run, outcome), else: outcome
       end
     end
   end
 
-  def await(%Run{done: outcome, telemetry: span}, _timeout), do: Telemetry.run_stop(span, outcome)
+  def await(%Run{done: outcome, telemetry: span, trace: nil}, _timeout), do: Telemetry.run_stop(span, outcome)
+  def await(%Run{done: outcome, telemetry: span} = run, _timeout), do: traced(run, Telemetry.run_stop(span, outcome))
+
+  # The run's span in the trace: from the launch (the NIF's start) to the outcome in this process.
+  defp traced(%Run{trace: t0, executable: executable}, outcome) do
+    Plugboard.Trace.own("run", "elixir", t0, %{executable: executable, result: if(match?({:ok, _}, outcome), do: "ok", else: "error")})
+    outcome
+  end
 
   # Only the calls bound to functions are this loop's; those bound to this very process stay in its
   # mailbox for it to read afterwards.
@@ -812,7 +826,11 @@ defmodule Plugboard do
     result =
       try do
         Telemetry.span([:plugboard, :host_callback], %{name: call.name, ordered: false, executable: executable}, fn ->
-          results = if is_function(fun, 2), do: fun.(call.operands, call.attributes), else: fun.(call.operands)
+          results =
+            Plugboard.Trace.span("host_callback", "elixir", %{target: call.name, executable: executable}, fn ->
+              if is_function(fun, 2), do: fun.(call.operands, call.attributes), else: fun.(call.operands)
+            end)
+
           {results, %{name: call.name, ordered: false, executable: executable, result: if(match?({:error, _}, results), do: :error, else: :ok)}}
         end)
       rescue
@@ -833,7 +851,10 @@ defmodule Plugboard do
     metadata = %{name: call.name, ordered: true, executable: executable}
 
     try do
-      Telemetry.span([:plugboard, :host_callback], metadata, fn -> {fun.(call), Map.put(metadata, :result, :ok)} end)
+      Telemetry.span([:plugboard, :host_callback], metadata, fn ->
+        Plugboard.Trace.span("ordered_host_callback", "elixir", %{target: call.name, executable: executable, sequence: call.sequence}, fn -> fun.(call) end)
+        {:ok, Map.put(metadata, :result, :ok)}
+      end)
       nil
     rescue
       e -> Error.new(:unknown, "ordered host callback #{call.name} raised #{Exception.message(e)}")

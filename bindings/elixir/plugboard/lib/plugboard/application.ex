@@ -10,7 +10,9 @@ defmodule Plugboard.Application do
         use_environment: false,         # default false when booting from a bundle (see below)
         bundle_required: true,          # false: a release whose embedded bundle is missing boots without it
         boot: true,                     # false: never boot at start (call Plugboard.boot/1 yourself)
-        telemetry: true                 # false: emit no :telemetry events (Plugboard.Telemetry)
+        telemetry: true,                # false: emit no :telemetry events (Plugboard.Telemetry)
+        trace: "boot.trace.json"        # or [path: ..., max_spans: ...]: a trace from before the boot
+                                        # to the application's stop (Plugboard.Trace)
 
   **A release is its bundle.** Booting from a bundle (the embedded one or `bundle:`), only the
   bundle's own targets are candidates: plugins named by `PLUGBOARD_PLUGIN_PATH` or
@@ -58,6 +60,19 @@ defmodule Plugboard.Application do
   end
 
   defp start_supervised do
+    # Tracing first (`trace:`), so that the boot's stages are in the trace; stopped again when the
+    # start fails.
+    with :ok <- start_trace(Application.get_env(:plugboard, :trace)) do
+      case start_children() do
+        {:ok, _} = started -> started
+        error ->
+          stop_trace()
+          error
+      end
+    end
+  end
+
+  defp start_children do
     # The cluster's :pg directory on every node. The connector (only when peers are configured)
     # starts after the boot: a node whose boot failed never joins the cluster.
     # Telemetry first: the summary attaches before the boot emits its event.
@@ -114,7 +129,58 @@ defmodule Plugboard.Application do
       :timeout -> Logger.warning("plugboard: native objects still being torn down after #{@teardown_wait_ms} ms at stop")
     end
 
+    stop_trace()
     :ok
+  end
+
+  @trace {__MODULE__, :trace}
+
+  # `config :plugboard, trace: path | [path: path, max_spans: n]`: the path must take a file now (the
+  # start fails naming it otherwise); the trace is written there at stop.
+  defp start_trace(nil), do: :ok
+
+  defp start_trace(config) do
+    with {:ok, path, opts} <- trace_config(config),
+         :ok <- Plugboard.Trace.writable(path),
+         :ok <- Plugboard.Trace.start(opts) do
+      :persistent_term.put(@trace, path)
+      :ok
+    else
+      {:error, %Plugboard.Error{message: message}} ->
+        Logger.error("plugboard: trace: " <> safe(message))
+        {:error, {:plugboard_trace_config, message}}
+    end
+  end
+
+  @doc false
+  # The trace configuration as {:ok, path, Plugboard.Trace.start/1 options} or an error.
+  def trace_config(path) when is_binary(path), do: {:ok, path, []}
+
+  def trace_config(config) when is_list(config) do
+    case {Keyword.keyword?(config) && Keyword.get(config, :path), Keyword.keyword?(config) && Keyword.keys(config) -- [:path, :max_spans]} do
+      {path, []} when is_binary(path) -> {:ok, path, Keyword.take(config, [:max_spans])}
+      _ -> {:error, Plugboard.Error.new(:invalid_argument, "config :plugboard, trace: must be a path or [path: path, max_spans: n], got #{inspect(config, limit: 5)}")}
+    end
+  end
+
+  def trace_config(other),
+    do: {:error, Plugboard.Error.new(:invalid_argument, "config :plugboard, trace: must be a path or [path: path, max_spans: n], got #{inspect(other, limit: 5)}")}
+
+  # The configured trace, stopped and written to its path (an error names the path, in the log).
+  defp stop_trace do
+    case :persistent_term.get(@trace, nil) do
+      nil -> :ok
+      path ->
+        :persistent_term.erase(@trace)
+
+        with {:ok, trace} <- Plugboard.Trace.stop(),
+             :ok <- Plugboard.Trace.write(trace, path) do
+          :ok
+        else
+          {:error, %Plugboard.Error{message: message}} ->
+            Logger.error("plugboard: trace configured for #{safe(path)} not written: " <> safe(message))
+        end
+    end
   end
 
   @doc false

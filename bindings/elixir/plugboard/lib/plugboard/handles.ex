@@ -152,7 +152,8 @@ defmodule Plugboard.Run do
   its host callbacks that are Elixir functions, in the process that started it).
   """
   @type t :: %__MODULE__{ref: reference(), gate: reference() | nil, blocking: map(), ordered: map(), executable: String.t(), done: term(),
-                         telemetry: map() | nil}
+                         telemetry: map() | nil, trace: integer() | nil}
   # `telemetry`: what the run's stop event needs (Plugboard.Telemetry.run_start/3), nil when events are off.
-  defstruct [:ref, :gate, :blocking, :ordered, :executable, :done, :telemetry]
+  # `trace`: when a trace is being recorded, the run's start (Plugboard.Trace.now/0 time), else nil.
+  defstruct [:ref, :gate, :blocking, :ordered, :executable, :done, :telemetry, :trace]
 end
