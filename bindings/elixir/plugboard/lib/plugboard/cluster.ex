@@ -23,7 +23,8 @@ defmodule Plugboard.Cluster do
   **The report.** `node_report/0` describes this node: its target (or why it has none), the devices,
   the servings it runs (weight, load) and, when `:telemetry` is loaded, the counts of
   `Plugboard.Telemetry.Summary`. `report/0` gathers every connected node's, in parallel, each bounded
-  by a timeout: a node that does not answer is listed with the reason.
+  by a timeout: a node that does not answer is listed with the reason (traced: a `cluster_report`
+  span, category `cluster`, with the nodes asked; `Plugboard.Trace.Cluster` traces several nodes).
   """
 
   @scope __MODULE__

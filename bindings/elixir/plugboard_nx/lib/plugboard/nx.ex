@@ -49,6 +49,21 @@ defmodule Plugboard.Nx do
   callback that `hooks:` does not bind is left out of the program. A callback that raises, throws or
   exits makes the call fail with that same exception once the execution is over; the side effects
   after it in the program are not called.
+
+  ## Traces
+
+  With `Plugboard.Trace` on, each jitted call records a `jit` span (category `nx`, argument
+  `function`) on the calling process's track with, inside it, `cache_lookup` (`outcome`: `hit` or
+  `miss`), `compile` on a miss (`emit` in it; the library's own compile spans on its thread),
+  `arguments` (`buffers`, `copied`, `bytes`: what was copied to the device) and `run` (`device`);
+  a side effect's and a runtime call's function record `io_call` / `runtime_call` (category
+  `callback`, `target`) inside the run. Off, a call pays one `Plugboard.Trace.enabled?/0`.
+
+      :ok = Plugboard.Trace.start()
+      step = Nx.Defn.jit(&MyModel.train_step/3, compiler: Plugboard.Nx)
+      {params, loss} = step.(params, x, y)
+      {:ok, trace} = Plugboard.Trace.stop()
+      Plugboard.Trace.write(trace, "step.trace.json")   # Perfetto opens it
   """
   @behaviour Nx.Defn.Compiler
   @inside_runtime_call {__MODULE__, :inside_runtime_call}

@@ -70,6 +70,20 @@ defmodule Plugboard.Serving do
   `lost`; when every attempt was lost, `lost`), `[:plugboard, :serving, :route]` for each choice
   (measurements `load`, `weight`; metadata `name`, `node`, `routing`), `[:plugboard, :serving,
   :retry]` (measurements `attempt`; metadata `name`, `node`, `reason`).
+
+  ## Traces
+  With `Plugboard.Trace` on: `serving_run` (category `serving`) around `run/3` on the caller, with
+  each attempt's `route` (the member chosen: `node`, `target`, `load`, `weight`, `routing`,
+  `attempt`) and `remote_call` (category `cluster`: `node`, `target` the serving's name) inside it;
+  on the member's node, `serve` (`caller`: the caller's node, `target`) around the request there.
+  `Plugboard.Trace.Cluster.start/2` and `stop/2` trace every node at once and merge their traces
+  onto the caller's clock:
+
+      nodes = [node() | Node.list()]
+      :ok = Plugboard.Trace.Cluster.start(nodes)
+      {:ok, _} = Plugboard.Serving.run(MyApp.Model, batch)
+      {:ok, traces} = Plugboard.Trace.Cluster.stop(nodes)
+      Plugboard.Trace.write(traces, "request.trace.json")
   """
   require Logger
   alias Plugboard.Serving.{Member, Router, Template}
