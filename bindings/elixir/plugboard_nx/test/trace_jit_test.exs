@@ -97,6 +97,26 @@ defmodule Plugboard.Nx.TraceJitTest do
     end
   end
 
+  test "#{@label}: a function compiled ahead (Nx.Defn.compile) records arguments and run per call while tracing is on", %{client: client} do
+    params = {host({8, 16}, 0.3), host({16}, 0.1), host({16, 1}, 0.7), host({1}, 0.2)}
+    {x, y} = {host({32, 8}, 0.05), host({32, 1}, 0.11)}
+    templates = Enum.map([params, x, y], &Nx.Defn.Composite.traverse(&1, fn t -> Nx.to_template(t) end))
+    loss = Nx.Defn.compile(&MLP.loss/3, templates, compiler: Plugboard.Nx, client: client)
+    untraced = loss.(params, x, y)
+
+    :ok = Trace.start()
+    traced = loss.(params, x, y)
+    {:ok, trace} = Trace.stop()
+    assert Nx.to_number(traced) == Nx.to_number(untraced)
+    well_formed!(trace)
+    track = "elixir " <> inspect(self())
+    assert named(trace, "jit", track) == [] and named(trace, "cache_lookup", track) == []
+    assert [arguments] = named(trace, "arguments", track)
+    assert [run] = trace |> named("run", track) |> Enum.filter(&(&1.category == "nx"))
+    assert arguments.end_ns <= run.start_ns
+    assert %{"copied" => 6} = arguments.args
+  end
+
   test "#{@label}: io_call/hook and runtime_call callbacks inside the run", %{client: client} do
     Plugboard.Nx.Cache.clear()
     :ok = Trace.start()
