@@ -101,6 +101,18 @@ defmodule Plugboard.TraceTest do
 
   # ------------------------------------------------------------------------------------------------
 
+  test "the checks catch a bad trace: a span that ends before it starts, two that overlap without nesting" do
+    good = %{name: "a", category: "t", start_ns: 10, end_ns: 20, tid: 1, args: %{}}
+    t = %Trace{process_name: "p", pid: 1, node: node(), clock_monotonic_ns: 0, clock_realtime_ns: 0, started_ns: 0,
+               stopped_ns: 100, max_spans: 10, tracks: %{1 => "t"}, spans: [good, %{good | name: "b", start_ns: 12, end_ns: 18}]}
+    check!(t)
+    assert_raise ExUnit.AssertionError, ~r/b ends before it starts/, fn -> check!(%{t | spans: [%{good | name: "b", start_ns: 12, end_ns: 11}]}) end
+    assert_raise ExUnit.AssertionError, ~r/b \[15, 25\] overlaps a \[10, 20\] without nesting/, fn ->
+      check!(%{t | spans: [good, %{good | name: "b", start_ns: 15, end_ns: 25}]})
+    end
+    assert_raise ExUnit.AssertionError, ~r/has no name/, fn -> check!(%{t | spans: [%{good | tid: 2}]}) end
+  end
+
   test "a run's spans: the Elixir run around the launch and the device's execution, inside the measured time", %{client: c} do
     exe = Plugboard.compile!(c, add_program())
     x = Plugboard.buffer!(c, f32s([1, 2, 3, 4]), :f32, {4})
