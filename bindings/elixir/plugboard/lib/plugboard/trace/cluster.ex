@@ -32,9 +32,9 @@ defmodule Plugboard.Trace.Cluster do
   How well, measured: nodes on one machine share CLOCK_MONOTONIC, so the true offset between them is
   0 and the measured `offset_ns` must lie within `error_ns` of it; `test/trace_cluster_test.exs` (here
   and in plugboard_nx) checks exactly that on real OS processes (`:peer`, on 127.0.0.1). Measured so
-  on a loaded 2-core machine, 16 round trips bound the error at 20 to 56 µs (median 21 µs on Elixir
-  1.18, 36 µs on 1.14; one round trip alone: up to milliseconds when a sample is preempted), and
-  the offsets found were 3 to 28 µs (plugboard_nx's README, "Traces"). Between machines the bound is half the best round trip of distribution (tens of µs on a
+  on a loaded 2-core machine, 16 round trips bound the error at 20 to 56 µs (medians 21-25 µs on
+  Elixir 1.18, 36-38 µs on 1.14; one round trip alone: up to milliseconds when a sample is
+  preempted), and the offsets found were at most 28 µs (plugboard_nx's README, "Traces"). Between machines the bound is half the best round trip of distribution (tens of µs on a
   LAN); the clocks' drift during the trace adds to it (a few ppm: under 10 µs over a second's trace),
   since the offset is measured once, at the stop.
 
