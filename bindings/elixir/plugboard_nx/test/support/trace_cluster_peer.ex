@@ -9,14 +9,17 @@ defmodule Plugboard.Nx.TraceClusterPeer do
     defn affine(x), do: x * 2 + 1
   end
 
-  @doc "Starts a Plugboard.Serving named `name` on a client of `plugin`, in a process that outlives the call."
+  @doc """
+  Starts a Plugboard.Serving named `name` on a client of `plugin`, in a process that outlives the
+  call; a batch waits 5 ms for more requests (Nx.Serving's default, 100 ms, would fill the trace).
+  """
   def start_serving(name, plugin) do
     parent = self()
 
     spawn(fn ->
       {:ok, client} = Plugboard.open(plugin)
       serving = Nx.Serving.new(fn opts -> Nx.Defn.jit(&Model.affine/1, opts) end, compiler: Plugboard.Nx, client: client)
-      send(parent, {:started, Plugboard.Serving.start_link(serving: serving, name: name, client: client, batch_size: 4, idempotent: true)})
+      send(parent, {:started, Plugboard.Serving.start_link(serving: serving, name: name, client: client, batch_size: 4, batch_timeout: 5, idempotent: true)})
       Process.sleep(:infinity)
     end)
 
