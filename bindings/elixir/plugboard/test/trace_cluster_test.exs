@@ -96,6 +96,24 @@ defmodule Plugboard.TraceClusterTest do
     assert {:error, [{^nb, %Plugboard.Error{}}]} = on(a, Cluster, :stop, [[nb]])
   end
 
+  test "the trace checks the tests use fail on a bad trace" do
+    span = fn name, s, e, tid -> %{name: name, category: "c", start_ns: s, end_ns: e, tid: tid, args: %{}} end
+    good = %Trace{node: node(), pid: 1, started_ns: 0, stopped_ns: 100, tracks: %{1 => "t", 2 => "t [2]"},
+                  spans: [span.("a", 10, 50, 1), span.("b", 20, 30, 1), span.("c", 40, 60, 2)]}
+    assert well_formed!(good) == good
+    # "t" and "t [2]" are one track, lanes merged: c overlaps a without nesting there.
+    assert_raise ExUnit.AssertionError, ~r/overlaps/, fn -> stack!(good, "t") end
+
+    for {bad, why} <- [{[span.("a", 50, 10, 1)], ~r/not closed/}, {[span.("a", 10, 50, 1), span.("b", 40, 60, 1)], ~r/overlaps/},
+                       {[span.("a", 10, 150, 1)], ~r/outside the trace/}, {[span.("a", 10, 20, 3)], ~r/unnamed track/}] do
+      assert_raise ExUnit.AssertionError, why, fn -> well_formed!(%{good | spans: bad}) end
+    end
+
+    # Outside the recording by less than the slack given (a shifted trace's error bound): accepted.
+    assert well_formed!(%{good | spans: [span.("a", -5, 20, 1)]}, 5)
+    assert children(good, span.("a", 10, 50, 1)) == [span.("b", 20, 30, 1)]
+  end
+
   test "shift/2 moves every time of a trace; a node against itself is exact" do
     trace = %Trace{node: node(), pid: 1, started_ns: 100, stopped_ns: 900, clock_monotonic_ns: 100, clock_realtime_ns: 5,
                    tracks: %{1 => "t"}, spans: [%{name: "s", category: "c", start_ns: 200, end_ns: 300, tid: 1, args: %{}}]}
