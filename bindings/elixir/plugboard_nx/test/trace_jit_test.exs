@@ -7,7 +7,7 @@ defmodule Plugboard.Nx.TraceJitTest do
   # library's own compile and execution spans inside them, every span closed, each track nested, all
   # within the time the test measured; a program with io_call/hook and Nx.runtime_call callbacks gives
   # their spans (the plugin thread's wait, the function's time in Elixir) inside its `run`.
-  # PLUGBOARD_TRACE_OUT=dir keeps the traces (training_step.trace.json, callbacks.trace.json).
+  # PLUGBOARD_TRACE_OUT=dir keeps the traces (training_step.trace.json, io_call_runtime_call.trace.json).
   use ExUnit.Case, async: false
   import Plugboard.Nx.Case
   import Plugboard.TraceChecks
@@ -124,7 +124,7 @@ defmodule Plugboard.Nx.TraceJitTest do
     result = Nx.Defn.jit_apply(&Plugboard.Nx.RuntimeCallFixtures.ordered/1, [Nx.tensor(10)], compiler: Plugboard.Nx, client: client)
     t1 = Trace.now()
     {:ok, trace} = Trace.stop()
-    save(trace, "callbacks")
+    save(trace, "io_call_runtime_call")
     assert {:messages, [{:first, 11}, {:runtime_call, 12}, {:last, 13}]} = Process.info(self(), :messages)
     assert {_, _, last} = result
     assert Nx.to_number(last) == 13
