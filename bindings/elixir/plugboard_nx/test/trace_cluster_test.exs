@@ -92,5 +92,32 @@ defmodule Plugboard.Nx.TraceClusterTest do
     assert serve.start_ns >= route.end_ns - error
     assert [jit] = Enum.filter(named(tb, "jit"), &inside?(&1, serve))
     assert Enum.map(children(tb, jit), & &1.name) == ["cache_lookup", "arguments", "run"]
+
+    # 30 requests one after another in one trace: each member's serve inside its caller's
+    # remote_call, in the same order; where a request's time goes (medians, printed).
+    {traces, _, _, answers} = on(caller, P, :traced_requests, [name, [a, b], [1.0, 2.0, 3.0], 30])
+    assert Enum.all?(answers, &match?({:ok, _, %{node: ^b}}, &1))
+    [ta, tb] = traces
+    error = tb.alignment.error_ns
+    well_formed!(ta)
+    well_formed!(tb, error)
+    calls = named(ta, "remote_call")
+    serves = named(tb, "serve")
+    routes = named(ta, "route")
+    assert length(calls) == 30 and length(serves) == 30 and length(routes) == 30
+
+    parts =
+      for {{route, call}, serve} <- Enum.zip(Enum.zip(routes, calls), serves) do
+        assert inside?(serve, call, error), "#{describe(serve)} not inside #{describe(call)} (error bound #{error} ns)"
+        assert [jit] = Enum.filter(named(tb, "jit"), &inside?(&1, serve))
+        %{"route" => route.end_ns - route.start_ns, "route to remote_call" => call.start_ns - route.end_ns,
+          "remote_call to serve" => serve.start_ns - call.start_ns, "serve to jit (batching)" => jit.start_ns - serve.start_ns,
+          "jit" => jit.end_ns - jit.start_ns, "jit to serve's end" => serve.end_ns - jit.end_ns,
+          "serve's end to remote_call's" => call.end_ns - serve.end_ns, "remote_call" => call.end_ns - call.start_ns}
+      end
+
+    medians = for key <- Map.keys(hd(parts)), into: %{}, do: {key, parts |> Enum.map(& &1[key]) |> Enum.sort() |> Enum.at(15)}
+    IO.puts("a request's time, medians of 30 (µs; member clock error bound #{div(error, 1000)} µs): " <>
+              Enum.map_join(medians, ", ", fn {k, v} -> "#{k} #{Float.round(v / 1000, 1)}" end))
   end
 end

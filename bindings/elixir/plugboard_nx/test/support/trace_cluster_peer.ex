@@ -36,11 +36,17 @@ defmodule Plugboard.Nx.TraceClusterPeer do
   this node's Plugboard.Trace.now/0 around the request.
   """
   def traced_request(name, nodes, values) do
+    {traces, t0, t1, [answer]} = traced_requests(name, nodes, values, 1)
+    {traces, t0, t1, answer}
+  end
+
+  @doc "`n` requests one after another in one trace: {traces, t0, t1, answers}."
+  def traced_requests(name, nodes, values, n) do
     :ok = Plugboard.Trace.Cluster.start(nodes)
     t0 = Plugboard.Trace.now()
-    answer = Plugboard.Serving.run(name, batch(values), info: true)
+    answers = for _ <- 1..n, do: Plugboard.Serving.run(name, batch(values), info: true)
     t1 = Plugboard.Trace.now()
     {:ok, traces} = Plugboard.Trace.Cluster.stop(nodes)
-    {traces, t0, t1, answer}
+    {traces, t0, t1, answers}
   end
 end
