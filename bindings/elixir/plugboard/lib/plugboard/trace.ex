@@ -309,14 +309,22 @@ defmodule Plugboard.Trace do
 
   # Nanoseconds as microseconds with three decimals, exact.
   defp micros(ns) when ns < 0, do: ["-", micros(-ns)]
-  defp micros(ns), do: [Integer.to_string(div(ns, 1000)), ".", String.pad_leading(Integer.to_string(rem(ns, 1000)), 3, "0")]
 
-  @escape ~r/[\x00-\x1f"\\]/
+  defp micros(ns) do
+    r = rem(ns, 1000)
+    [Integer.to_string(div(ns, 1000)), if(r < 10, do: ".00", else: if(r < 100, do: ".0", else: ".")), Integer.to_string(r)]
+  end
+
   @doc false
   # A JSON string: quotes, backslashes and control characters escaped, invalid UTF-8 replaced by U+FFFD.
   def string(s) do
-    if String.valid?(s) and not Regex.match?(@escape, s), do: [?", s, ?"], else: [?", escape(s, []), ?"]
+    if plain?(s), do: [?", s, ?"], else: [?", escape(s, []), ?"]
   end
+
+  # ASCII that needs no escape (the usual name); anything else goes through escape/2.
+  defp plain?(<<c, rest::binary>>) when c >= 0x20 and c < 0x80 and c != ?" and c != ?\\, do: plain?(rest)
+  defp plain?(<<>>), do: true
+  defp plain?(_), do: false
 
   defp escape(<<?", rest::binary>>, acc), do: escape(rest, [acc | "\\\""])
   defp escape(<<?\\, rest::binary>>, acc), do: escape(rest, [acc | "\\\\"])
