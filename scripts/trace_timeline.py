@@ -29,7 +29,7 @@ import sys
 KNOWN_CATEGORIES = ["cli", "select", "compile", "plugin", "execute", "device", "transfer", "callback",
                     "delivery", "elixir", "nx", "serving", "cluster"]
 PALETTE = ["#7f7f7f", "#8c564b", "#9467bd", "#c5b0d5", "#1f77b4", "#2ca02c", "#ff7f0e", "#d62728",
-           "#e377c2", "#17becf", "#bcbd22", "#aec7e8", "#98df8a", "#ffbb78", "#ff9896", "#f7b6d2",
+           "#e377c2", "#17becf", "#bcbd22", "#aec7e8", "#393b79", "#ffbb78", "#ff9896", "#f7b6d2",
            "#dbdb8d", "#9edae5", "#c49c94", "#c7c7c7"]
 
 
@@ -106,6 +106,39 @@ def pick_window(spans, path, focus, occurrence):
     return chosen["ts"] - margin, chosen["ts"] + chosen["dur"] + margin
 
 
+def nests(spans):
+    """Whether every two of the spans are disjoint or one holds the other."""
+    open_ends = []
+    for s in sorted(spans, key=lambda s: (s["ts"], -s["dur"])):
+        while open_ends and open_ends[-1] <= s["ts"]:
+            open_ends.pop()
+        if open_ends and s["ts"] + s["dur"] > open_ends[-1]:
+            return False
+        open_ends.append(s["ts"] + s["dur"])
+    return True
+
+
+def merge_nested_lanes(spans, tracks):
+    """Draws a track's lanes ("elixir x", "elixir x [2]", ...) as one row when their spans nest.
+
+    The recorder gives a span of a named track the first lane free at its start; spans are recorded
+    when they end, so a span that holds others, recorded after them, finds their lane busy and takes
+    the next one. Lanes whose spans overlap without nesting (two requests at once) stay apart."""
+    groups = {}
+    for key in {(s["pid"], s["tid"]) for s in spans}:
+        name = tracks.get(key)
+        if name is not None:
+            groups.setdefault((key[0], lane_base(name)), []).append(key)
+    for (pid, base), keys in groups.items():
+        if len(keys) < 2:
+            continue
+        members = [s for s in spans if (s["pid"], s["tid"]) in keys]
+        if nests(members):
+            into = next((k for k in keys if tracks[k] == base), min(keys, key=lambda k: tracks[k]))
+            for s in members:
+                s["tid"] = into[1]
+
+
 def lay_out(spans):
     """Gives each span its depth on its track (0 for the outermost); returns {track: max depth + 1}.
 
@@ -146,6 +179,12 @@ def track_rank(name):
     return 1
 
 
+def dark(hex_colour):
+    """Whether black text would be hard to read on this colour (its luma under 40%)."""
+    r, g, b = (int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5))
+    return 0.299 * r + 0.587 * g + 0.114 * b < 0.4
+
+
 def time_unit(width_us):
     if width_us < 2000:
         return "µs", 1.0
@@ -177,6 +216,7 @@ def draw(path, out, title=None, focus=None, occurrence=None, categories=None, wi
         start, end = max(s["ts"], lo), min(s["ts"] + s["dur"], hi)
         if end > start or (s["dur"] == 0 and lo <= s["ts"] <= hi):
             shown.append(dict(s, ts=start, dur=end - start, full_dur=s["dur"]))
+    merge_nested_lanes(shown, tracks)
     levels = lay_out(shown)
 
     import matplotlib
@@ -240,6 +280,16 @@ def draw(path, out, title=None, focus=None, occurrence=None, categories=None, wi
             ax.axhspan(row_top[key] - gap / 2, row_top[key] + levels[key] * level_h + gap / 2,
                        color="0.94", zorder=0, linewidth=0)
     char_px = 5.6  # about the width of one character of the labels (7 pt DejaVu Sans) in pixels at 100 dpi
+    # The room right of each span on its level, up to the next span there (or the window's end): a
+    # span too narrow for its label gets it there when it fits.
+    room = {}
+    by_level = {}
+    for s in shown:
+        by_level.setdefault((s["pid"], s["tid"], s["depth"]), []).append(s)
+    for level in by_level.values():
+        level.sort(key=lambda s: s["ts"])
+        for s, after in zip(level, level[1:] + [None]):
+            room[id(s)] = ((after["ts"] if after else hi) - (s["ts"] + s["dur"])) * px_per_us
     for s in sorted(shown, key=lambda s: s["depth"]):
         key = (s["pid"], s["tid"])
         x = (s["ts"] - lo) / per_unit
@@ -248,11 +298,15 @@ def draw(path, out, title=None, focus=None, occurrence=None, categories=None, wi
         ax.add_patch(Rectangle((x, top + 0.06), w, level_h - 0.12, facecolor=colour[s["cat"]],
                                edgecolor="black", linewidth=0.3))
         bar_px = s["dur"] * px_per_us
-        label = f"{s['name']} {format_duration(s['full_dur'])}"
-        if len(label) * char_px + 6 > bar_px:
-            label = s["name"]
-        if len(label) * char_px + 6 <= bar_px:
-            ax.text(x + w / 2, top + level_h / 2, label, ha="center", va="center", fontsize=7, clip_on=True)
+        labels = [f"{s['name']} {format_duration(s['full_dur'])}", s["name"]]
+        inside = [t for t in labels if len(t) * char_px + 6 <= bar_px]
+        beside = [t for t in labels if len(t) * char_px + 8 <= room[id(s)]]
+        if inside:
+            ax.text(x + w / 2, top + level_h / 2, inside[0], ha="center", va="center", fontsize=7, clip_on=True,
+                    color="white" if dark(colour[s["cat"]]) else "black")
+        elif beside:
+            ax.text(x + w + 3 / px_per_us / per_unit, top + level_h / 2, beside[0], ha="left", va="center",
+                    fontsize=7, color="0.25", clip_on=True)
 
     ax.set_yticks([row_top[k] + levels[k] * level_h / 2 for k in rows])
     ax.set_yticklabels([track_label[k] for k in rows], fontsize=8)
