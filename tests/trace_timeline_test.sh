@@ -2,7 +2,8 @@
 # scripts/trace_timeline.py on a real trace: `plugboard run --trace` of a program with host callbacks
 # (compile, copies, an execution on the device track, a blocking and ordered callbacks, a delivery
 # thread) drawn whole, zoomed on its execution (--focus) and on one category, then joined with a second
-# run's trace (two processes, as a merged cluster trace has); each picture a PNG of
+# run's trace (two processes, as a merged cluster trace has), and a named track's lanes (one row when
+# their spans nest, two when they overlap otherwise); each picture a PNG of
 # the expected size holding every span of the trace (counted here from the JSON, independently of the
 # script). Then the refusals: a missing file, a truncated trace, JSON that is not a trace, a span
 # without a numeric dur, a --focus naming no span, an output that cannot be written: exit 1, a message
@@ -93,6 +94,26 @@ json.dump(a, open(sys.argv[1], "w"))
 PY
 draws two_processes "$(counts '')" --title "two runs"
 grep -q " in 2 processes, " "$work/two_processes.txt" || fail "two_processes: $(cat "$work/two_processes.txt")"
+
+# A named track's lanes ("elixir x [2]"): drawn as one row when their spans nest (the recorder puts a
+# span on a new lane when it holds one recorded before it), kept apart when they overlap otherwise.
+lanes() {
+  python3 - "$work/lanes.json" "$1" <<'PY'
+import json, sys
+outer_end = {"nest": 100, "overlap": 20}[sys.argv[2]]
+meta = [{"ph": "M", "pid": 7, "tid": 0, "name": "process_name", "args": {"name": "p"}}] + [
+    {"ph": "M", "pid": 7, "tid": t, "name": "thread_name", "args": {"name": n}}
+    for t, n in ((40, "elixir x"), (41, "elixir x [2]"))]
+spans = [{"ph": "X", "pid": 7, "tid": 40, "name": "inner", "cat": "nx", "ts": 10, "dur": 50},
+         {"ph": "X", "pid": 7, "tid": 41, "name": "outer", "cat": "nx", "ts": 0, "dur": outer_end}]
+json.dump({"traceEvents": meta + spans}, open(sys.argv[1], "w"))
+PY
+  "$python" "$script" "$work/lanes.json" "$work/lanes.png" > "$work/lanes.txt" 2>&1 || fail "lanes $1: $(cat "$work/lanes.txt")"
+}
+lanes nest
+grep -q ": 2 spans on 1 tracks in 1 processes" "$work/lanes.txt" || fail "nesting lanes: $(cat "$work/lanes.txt"), want one track"
+lanes overlap
+grep -q ": 2 spans on 2 tracks in 1 processes" "$work/lanes.txt" || fail "overlapping lanes: $(cat "$work/lanes.txt"), want two tracks"
 
 # refuses ARGS... -- PATTERN: trace_timeline.py ARGS exits 1 with PATTERN on stderr and writes no PNG.
 refuses() {
