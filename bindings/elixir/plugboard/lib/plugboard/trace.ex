@@ -32,6 +32,13 @@ defmodule Plugboard.Trace do
   application does not start) and, should it become unwritable meanwhile, named in the log at stop.
   A trace stopped by `stop/0` before the application stops is the caller's: nothing is written then.
 
+  **The Elixir side's spans** (category "elixir", on the track of the process that ran them): `run`,
+  from `Plugboard.run/3`'s (or `run_async/3`'s) launch to the outcome received by the process that
+  awaits it (args `executable`, `result`); `host_callback` and `ordered_host_callback`, the time the
+  Elixir function bound to a host callback runs (args `target`, `executable`; `sequence`): a
+  blocking one lies inside the plugin thread's `blocking_callback`, the time the program waited.
+  `Plugboard.Nx` and `Plugboard.Serving` add theirs (their module docs).
+
   **What spans cost.** Off (the default), an instrumented site in Elixir costs a `:persistent_term`
   read (`enabled?/0`), or nothing where the site's check rides on a branch the code takes anyway
   (`Plugboard.run/3`: the NIF answers whether tracing is on with the launch); in C++, one relaxed
