@@ -5,10 +5,12 @@
 #                             CPU plugin 0.81, its callback the command cp): the plugin's self-test,
 #                             a compile-cache hit, copies, the execution with a blocking host
 #                             callback and two ordered ones (prints)
-#   trace_training_step.png   an Nx training step        } from the traces the Elixir tests save when
-#   trace_runtime_call.png    an io_call/runtime_call    } PLUGBOARD_TRACE_OUT names a folder (docs/
-#   trace_cluster_request.png a cluster request          } traces.md says which tests), the newest of
-#     *train*.json, *runtime_call*.json and *cluster*.json; a trace not there is reported (exit 1)
+#   trace_training_step.png, trace_training_step_first.png   an Nx training step (a cached call, the first)
+#   trace_runtime_call.png      an Nx program with io_call and runtime_call
+#   trace_cluster_request.png   a serving request between two nodes
+# from the traces the Elixir tests save when PLUGBOARD_TRACE_OUT names a folder (docs/traces.md says
+# which tests), the newest of training_step*.json, *runtime_call*.json and cluster_request*.json; a
+# trace that is not there is reported (exit 1).
 #
 #   scripts/trace_pictures.sh [TRACES_DIR]       (default: BUILD_DIR/trace-out, BUILD_DIR=build)
 set -euo pipefail
@@ -40,8 +42,13 @@ picture() {
     missing=$((missing + 1))
   fi
 }
-picture '*train*.json' trace_training_step.png --title "An Nx training step"
-picture '*runtime_call*.json' trace_runtime_call.png --title "An Nx program with io_call and runtime_call"
-picture '*cluster*.json' trace_cluster_request.png --title "A cluster request"
+picture 'training_step*.json' trace_training_step.png --focus jit --occurrence -1 \
+  --title "An Nx training step (an MLP's step, jit-compiled, cached): Plugboard.Nx.jit on the CPU plugin"
+picture 'training_step*.json' trace_training_step_first.png \
+  --title "The same training step's first call: the cache lookup misses, the program is emitted and compiled, then run"
+picture '*runtime_call*.json' trace_runtime_call.png --focus run --width 16 \
+  --title "An Nx program with two io_calls (ordered) and a runtime_call (blocking): its execution"
+picture 'cluster_request*.json' trace_cluster_request.png \
+  --title "A serving request across two nodes: routed on the caller, served (batched, run) on the member"
 ls -l "$images"/trace_*.png
 [ $missing -eq 0 ] || { echo "[trace-pictures] $missing trace(s) missing" >&2; exit 1; }

@@ -279,7 +279,13 @@ def draw(path, out, title=None, focus=None, occurrence=None, categories=None, wi
         if i % 2 == 0:
             ax.axhspan(row_top[key] - gap / 2, row_top[key] + levels[key] * level_h + gap / 2,
                        color="0.94", zorder=0, linewidth=0)
-    char_px = 5.6  # about the width of one character of the labels (7 pt DejaVu Sans) in pixels at 100 dpi
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
+    font, to_path = FontProperties(size=7), TextToPath()
+
+    def text_px(text):  # the label's width in pixels at 100 dpi
+        return to_path.get_text_width_height_descent(text, font, ismath=False)[0] * 100 / 72
+
     # The room right of each span on its level, up to the next span there (or the window's end): a
     # span too narrow for its label gets it there when it fits.
     room = {}
@@ -299,8 +305,8 @@ def draw(path, out, title=None, focus=None, occurrence=None, categories=None, wi
                                edgecolor="black", linewidth=0.3))
         bar_px = s["dur"] * px_per_us
         labels = [f"{s['name']} {format_duration(s['full_dur'])}", s["name"]]
-        inside = [t for t in labels if len(t) * char_px + 6 <= bar_px]
-        beside = [t for t in labels if len(t) * char_px + 8 <= room[id(s)]]
+        inside = [t for t in labels if text_px(t) + 6 <= bar_px]
+        beside = [t for t in labels if text_px(t) + 8 <= room[id(s)]]
         if inside:
             ax.text(x + w / 2, top + level_h / 2, inside[0], ha="center", va="center", fontsize=7, clip_on=True,
                     color="white" if dark(colour[s["cat"]]) else "black")
