@@ -112,12 +112,15 @@ struct Trace {
   int64_t stopped_ns = 0;
   size_t max_spans = 0;
   uint64_t dropped_spans = 0;  // spans past max_spans, not kept
+  // What went wrong while recording that is not a span of the program: a plugin's own profiler that
+  // could not be started or collected ("plugin profiler of PATH: ..."). Also under "otherData".
+  std::vector<std::string> notes;
   std::vector<TrackName> tracks;
   std::vector<Span> spans;  // in no particular order
 
   // The Chrome trace-event JSON document: "X" (complete) events, times in microseconds (ts, dur,
   // fractional), pid and tid tracks named by "M" (metadata) events, and under "otherData" the clock
-  // pair, the span count and dropped_spans.
+  // pair, the span count, dropped_spans and the notes.
   PLUGBOARD_API Expected<std::string> to_json() const noexcept;
   // to_json() written to `path`, whole or not at all.
   PLUGBOARD_API Status write(const std::filesystem::path& path) const noexcept;

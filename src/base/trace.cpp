@@ -99,6 +99,7 @@ struct Session {
   std::string process_name;
   int64_t clock_monotonic_ns = 0, clock_realtime_ns = 0;
   bool running = false;
+  std::vector<std::string> notes;
 };
 Session& session() {
   static Session* s = new Session();
@@ -106,6 +107,25 @@ Session& session() {
 }
 
 thread_local std::shared_ptr<ThreadBuffer> t_buffer;
+
+// The collectors (internal::Collector), registered for the process's life.
+struct Collectors {
+  std::mutex mutex;
+  std::vector<internal::Collector*> list;
+};
+Collectors& collectors() {
+  static Collectors* c = new Collectors();
+  return *c;
+}
+std::vector<internal::Collector*> collector_list() noexcept {
+  try {
+    Collectors& c = collectors();
+    std::lock_guard lock(c.mutex);
+    return c.list;
+  } catch (...) {
+    return {};  // no memory: the collectors miss this trace
+  }
+}
 
 std::string thread_name() {
   char name[32] = {};
@@ -232,6 +252,31 @@ void commit(Open&& span, int64_t end_ns, Track track) noexcept {
   }
 }
 
+void add_collector(Collector* collector) noexcept {
+  try {
+    Collectors& c = collectors();
+    std::lock_guard lock(c.mutex);
+    c.list.push_back(collector);
+  } catch (...) {
+  }
+}
+
+void note(std::string text) noexcept {
+  try {
+    Session& s = session();
+    std::lock_guard lock(s.mutex);
+    if (s.running) s.notes.push_back(std::move(text));
+  } catch (...) {
+  }
+}
+
+ClockPair clock_pair() noexcept {
+  Session& s = session();
+  std::lock_guard lock(s.mutex);
+  if (!s.running) return {};
+  return {s.clock_monotonic_ns, s.clock_realtime_ns};
+}
+
 }  // namespace internal
 
 void Deferred::begin(const char* name, const char* category, int64_t start_ns) noexcept {
@@ -245,12 +290,13 @@ int64_t now() noexcept { return read_clock(CLOCK_MONOTONIC); }
 bool enabled() noexcept { return on(); }
 
 Status start(const Options& options) noexcept {
-  return no_throw("starting a trace", [&]() -> Status {
+  Status started = no_throw("starting a trace", [&]() -> Status {
     if (options.max_spans == 0) return invalid_argument("trace max_spans must be at least 1");
     Session& s = session();
     std::lock_guard lock(s.mutex);
     if (s.running) return make_error(Code::kFailedPrecondition, "a trace is being recorded already: stop it first");
     s.buffers.clear();
+    s.notes.clear();
     s.kept.store(0, std::memory_order_relaxed);
     s.dropped.store(0, std::memory_order_relaxed);
     s.max_spans.store(options.max_spans, std::memory_order_relaxed);
@@ -263,6 +309,9 @@ Status start(const Options& options) noexcept {
     internal::g_on.store(true, std::memory_order_release);
     return ok();
   });
+  if (started)
+    for (internal::Collector* c : collector_list()) c->started();
+  return started;
 }
 
 Track this_thread_track() noexcept {
@@ -303,6 +352,8 @@ void record(std::string_view name, std::string_view category, int64_t start_ns, 
 }
 
 Expected<Trace> stop() noexcept {
+  if (on())
+    for (internal::Collector* c : collector_list()) c->stopping();
   return no_throw("stopping a trace", [&]() -> Expected<Trace> {
     Session& s = session();
     std::vector<std::shared_ptr<ThreadBuffer>> buffers;
@@ -318,6 +369,7 @@ Expected<Trace> stop() noexcept {
       trace.clock_realtime_ns = s.clock_realtime_ns;
       trace.started_ns = s.started_ns.load(std::memory_order_relaxed);
       trace.max_spans = s.max_spans.load(std::memory_order_relaxed);
+      trace.notes.swap(s.notes);
     }
     trace.stopped_ns = now();
     trace.pid = static_cast<int>(getpid());
@@ -384,7 +436,16 @@ Expected<std::string> Trace::to_json() const noexcept {
            std::to_string(clock_monotonic_ns) + ",\"clock_realtime_ns\":" + std::to_string(clock_realtime_ns) +
            ",\"started_ns\":" + std::to_string(started_ns) + ",\"stopped_ns\":" + std::to_string(stopped_ns) +
            ",\"spans\":" + std::to_string(spans.size()) + ",\"dropped_spans\":" + std::to_string(dropped_spans) +
-           ",\"max_spans\":" + std::to_string(max_spans) + "}}\n";
+           ",\"max_spans\":" + std::to_string(max_spans);
+    if (!notes.empty()) {
+      out += ",\"notes\":[";
+      for (size_t i = 0; i < notes.size(); ++i) {
+        if (i) out += ',';
+        put_string(out, notes[i]);
+      }
+      out += ']';
+    }
+    out += "}}\n";
     return out;
   });
 }

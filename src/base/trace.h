@@ -36,6 +36,28 @@ struct Open {
 // Keeps `span` ending at end_ns on `track` (0: the calling thread's), if its trace is still recording.
 void commit(Open&& span, int64_t end_ns, Track track) noexcept;
 void add(Open& span, const char* key, Value value) noexcept;
+
+// Work tied to a trace's life, from a layer above (a plugin's own profiler): started() runs when a
+// trace starts, after recording began; stopping() when one is asked to stop, before recording ends,
+// so that what it records is in the trace. Both on the thread calling start() / stop(), never while
+// the recorder holds a lock of its own.
+class Collector {
+ public:
+  virtual void started() noexcept = 0;
+  virtual void stopping() noexcept = 0;
+
+ protected:
+  ~Collector() = default;
+};
+// Registers `collector` (never unregistered: it must live as long as the process).
+void add_collector(Collector* collector) noexcept;
+// A note for the trace being recorded (Trace::notes); nothing when none is.
+void note(std::string text) noexcept;
+// The trace's clock pair (CLOCK_MONOTONIC, CLOCK_REALTIME) read at its start; {0, 0} when none runs.
+struct ClockPair {
+  int64_t monotonic_ns = 0, realtime_ns = 0;
+};
+ClockPair clock_pair() noexcept;
 }  // namespace internal
 
 // Whether tracing is on: one relaxed load, what every site pays when it is off.

@@ -14,6 +14,7 @@
 #include "runtime/device_kind.h"
 #include "runtime/execute_context.h"
 #include "runtime/named_values.h"
+#include "runtime/plugin_profiler.h"
 
 namespace plugboard {
 namespace {
@@ -118,6 +119,7 @@ Expected<std::shared_ptr<Client>> Client::create(std::shared_ptr<const Plugin> p
       client->devices_.push_back(std::move(info));
       client->device_handles_.push_back(d);
     }
+    plugin_profiler::client_made(client->plugin_);  // its own profiler joins a trace (plugin_profiler.h)
     return client;
   });
 }
