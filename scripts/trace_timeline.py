@@ -9,9 +9,10 @@ trace has one process per node); each span is a bar coloured by its category, ne
 below the span that holds them; a bar wide enough for its name is labelled with it and its
 duration. The time axis starts at the first span drawn, in µs, ms or s as the window needs.
 
---focus NAME zooms on one span of that name (the longest, or the K-th in time order with
---occurrence K; negative K counts from the end): the window is that span plus a small margin, spans
-outside it are left out and tracks with nothing in it are not drawn. --category CAT (repeatable)
+--focus NAME zooms on one span of that name (the longest; the K-th in time order with --occurrence
+K, negative K counting from the end; the one of median duration with --occurrence median): the
+window is that span plus 3% either side, spans outside it are left out and tracks with nothing in
+it are not drawn. --category CAT (repeatable)
 keeps only spans of those categories. Reads only complete events (ph "X", ts/dur in µs) and the
 process_name / thread_name / *_sort_index metadata (ph "M"); other events are ignored.
 
@@ -97,7 +98,9 @@ def pick_window(spans, path, focus, occurrence):
         raise TraceError(f"trace '{path}' has no span named '{focus}' (--focus); its spans: {shown}")
     if occurrence is None:
         chosen = max(named, key=lambda s: s["dur"])
-    elif -len(named) <= occurrence < len(named) and occurrence != 0:
+    elif occurrence == "median":
+        chosen = sorted(named, key=lambda s: s["dur"])[(len(named) - 1) // 2]
+    elif -len(named) <= occurrence <= len(named) and occurrence != 0:
         chosen = named[occurrence - 1 if occurrence > 0 else occurrence]
     else:
         raise TraceError(f"trace '{path}' has {len(named)} spans named '{focus}'; --occurrence {occurrence} "
@@ -335,14 +338,24 @@ def draw(path, out, title=None, focus=None, occurrence=None, categories=None, wi
             f"window {format_duration(hi - lo)}")
 
 
+def occurrence_arg(text):
+    if text == "median":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is neither an integer nor 'median'") from None
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("trace", help="the trace: Chrome trace-event JSON (plugboard run --trace, Plugboard.Trace.write)")
     p.add_argument("out", help="the PNG to write")
     p.add_argument("--title", help="the picture's title (default: the file, its spans and its length)")
     p.add_argument("--focus", metavar="NAME", help="zoom on the longest span of this name")
-    p.add_argument("--occurrence", metavar="K", type=int,
-                   help="with --focus: the K-th span of that name in time order instead (negative: from the end)")
+    p.add_argument("--occurrence", metavar="K", type=occurrence_arg,
+                   help="with --focus: the K-th span of that name in time order instead (negative: from the end), "
+                        "or 'median': the one of median duration")
     p.add_argument("--category", metavar="CAT", action="append", help="draw only spans of this category (repeatable)")
     p.add_argument("--width", metavar="INCHES", type=float, default=13.0, help="the picture's width (default 13, at 100 dpi)")
     a = p.parse_args(argv)

@@ -137,6 +137,12 @@ refuses "$work/nodur.json" "$work/bad.png" -- "trace '$work/nodur.json': event 0
 echo '{"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "p"}}]}' > "$work/empty.json"
 refuses "$work/empty.json" "$work/bad.png" -- "trace '$work/empty.json' has no span to draw"
 refuses "$work/run.json" "$work/bad.png" --focus no_such_span -- "trace '$work/run.json' has no span named 'no_such_span' (--focus); its spans: "
+launches=$(python3 -c 'import json,sys; print(sum(e["name"] == "launch" for e in json.load(open(sys.argv[1]))["traceEvents"]))' "$work/run.json")
+refuses "$work/run.json" "$work/bad.png" --focus launch --occurrence $((launches + 1)) -- "has $launches spans named 'launch'; --occurrence $((launches + 1)) is not one of 1..$launches"
+"$python" "$script" "$work/run.json" "$work/last.png" --focus launch --occurrence "$launches" > "$work/last.txt" 2>&1 ||
+  fail "--occurrence $launches (the last launch): $(cat "$work/last.txt")"
+"$python" "$script" "$work/run.json" "$work/median.png" --focus launch --occurrence median > "$work/median.txt" 2>&1 ||
+  fail "--occurrence median: $(cat "$work/median.txt")"
 refuses "$work/run.json" "$work/no/such/dir/bad.png" -- "trace_timeline: cannot write '$work/no/such/dir/bad.png'"
 
 [ $failures -eq 0 ] || { echo "$failures failure(s)" >&2; exit 1; }
