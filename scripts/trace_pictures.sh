@@ -9,8 +9,8 @@
 #   trace_runtime_call.png      an Nx program with io_call and runtime_call
 #   trace_cluster_request.png   a serving request between two nodes
 # from the traces the Elixir tests save when PLUGBOARD_TRACE_OUT names a folder (docs/traces.md says
-# which tests), the newest of training_step*.json, *runtime_call*.json and cluster_request*.json; a
-# trace that is not there is reported (exit 1).
+# which tests), the newest of training_step*.json, *runtime_call*.json and cluster_requests*.json (the
+# median of its requests; else cluster_request.*json, one request); a trace not there is reported (exit 1).
 #
 #   scripts/trace_pictures.sh [TRACES_DIR]       (default: BUILD_DIR/trace-out, BUILD_DIR=build)
 set -euo pipefail
@@ -27,7 +27,7 @@ draw() { "$python" "$root/scripts/trace_timeline.py" "$@"; }
   --plugin "$deps/files/xla_cpu_081/xla_cpu_pjrt.so" -i "$root/examples/x.npy" \
   --callback 'host_scale=cp "$1" "$2"' --trace "$traces/cli_callbacks.json" > /dev/null
 draw "$traces/cli_callbacks.json" "$images/trace_cli_callbacks.png" \
-  --title "plugboard run examples/callbacks.mlir: the plugin's self-test, a compile-cache hit, one execution with a blocking host callback (cp)"
+  --title "plugboard run examples/callbacks.mlir: the host-callback self-test, a compile-cache hit, an execution with a blocking host callback (cp)"
 
 missing=0
 # picture PATTERN PNG ARGS...: draws the newest trace of TRACES_DIR whose name matches PATTERN.
@@ -48,7 +48,12 @@ picture 'training_step*.json' trace_training_step_first.png \
   --title "The same training step's first call: the cache lookup misses, the program is emitted and compiled, then run"
 picture '*runtime_call*.json' trace_runtime_call.png --focus run --width 16 \
   --title "An Nx program with two io_calls (ordered) and a runtime_call (blocking): its execution"
-picture 'cluster_request*.json' trace_cluster_request.png \
-  --title "A serving request across two nodes: routed on the caller, served (batched, run) on the member"
+if ls "$traces"/cluster_requests*.json > /dev/null 2>&1; then  # 30 requests: the one of median length
+  picture 'cluster_requests*.json' trace_cluster_request.png --focus serving_run --occurrence median \
+    --title "A serving request across two nodes (the median of 30): routed on the caller, served (batched, run) on the member"
+else
+  picture 'cluster_request.*json' trace_cluster_request.png \
+    --title "A serving request across two nodes: routed on the caller, served (batched, run) on the member"
+fi
 ls -l "$images"/trace_*.png
 [ $missing -eq 0 ] || { echo "[trace-pictures] $missing trace(s) missing" >&2; exit 1; }
