@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "abi/profiler.h"
 #include "base/trace.h"
@@ -241,6 +242,15 @@ std::string track_of(const trace::Trace& t, int tid) {
   return "";
 }
 
+// With PLUGBOARD_PROFILER_TEST_TRACES=DIR, a test's trace is also written to DIR/NAME.json (for
+// tests/gpu_check_profiler_test.sh, which checks scripts/gpu_check.sh's trace checks on them).
+void keep_trace(const trace::Trace& t, const std::string& name) {
+  const char* dir = std::getenv("PLUGBOARD_PROFILER_TEST_TRACES");
+  if (!dir || !*dir) return;
+  Status written = t.write(std::filesystem::path(dir) / (name + ".json"));
+  EXPECT_TRUE(written) << written.error().to_string();
+}
+
 // Each test loads a copy of the fault plugin of its own (another file: another plugin to this
 // process), so that what it checks is that copy's, whichever tests ran before in the process.
 class PluginProfiler : public ::testing::Test {
@@ -283,8 +293,12 @@ TEST_F(PluginProfiler, ASyntheticXSpaceBecomesSpansOnTheTracesClock) {
     out << synthetic_space(wall);
   }
   trace::record("test work", "test", mono_before, mono_after + 7'000'000, trace::this_thread_track());
+  // The plugin's events (up to 5.25 ms after `wall`) are over before the trace stops, as a real
+  // plugin's are.
+  std::this_thread::sleep_for(std::chrono::milliseconds(8));
   auto t = trace::stop();
   ASSERT_TRUE(t) << t.error().to_string();
+  keep_trace(*t, "synthetic");
   EXPECT_EQ(calls(plugin), "create start stop collect_size collect_bytes destroy ");
   EXPECT_TRUE(notes_of(*t, *plugin).empty()) << notes_of(*t, *plugin).front();
 
@@ -329,6 +343,10 @@ TEST_F(PluginProfiler, ASyntheticXSpaceBecomesSpansOnTheTracesClock) {
   EXPECT_LT(std::abs(drift), 10'000'000) << "the wall clock moved against the monotonic one by " << drift << " ns";
   EXPECT_GE(summary->start_ns, t->started_ns);
   EXPECT_LE(summary->end_ns, t->stopped_ns);
+  for (const trace::Span& s : t->spans) {
+    EXPECT_GE(s.start_ns, t->started_ns) << s.name;
+    EXPECT_LE(s.end_ns, t->stopped_ns) << s.name;
+  }
 
   // The JSON holds them with their tracks named.
   auto text = t->to_json();
@@ -382,6 +400,7 @@ TEST_P(PluginProfilerFailure, NeverFailsTheTraceAndIsRecordedInIt) {
   trace::record("test work", "test", t0, t0 + 1000, trace::this_thread_track());
   auto t = trace::stop();
   ASSERT_TRUE(t) << "a plugin profiler's failure failed the trace: " << t.error().to_string();
+  keep_trace(*t, f.mode);
   EXPECT_EQ(calls(plugin), f.log) << "every profiler made is destroyed";
   EXPECT_TRUE(span_named(*t, "test work")) << "the trace's own spans are kept";
   const std::vector<std::string> notes = notes_of(*t, *plugin);

@@ -34,7 +34,7 @@ Error take_profiler_error(const Api& api, const PB_PLUGIN_Profiler_Api& table, P
   d.priv = table.priv;
   d.error = error;
   table.error_destroy(&d);
-  return Error(static_cast<Code>(code), where(api, fn) + ": " + code_name(static_cast<Code>(code)) + ": " + message);
+  return Error(static_cast<Code>(code), where(api, fn) + ": " + message);
 }
 
 Status call(const Api& api, const PB_PLUGIN_Profiler_Api& table, PB_PLUGIN_Profiler_Error* error, std::string_view fn) {

@@ -9,6 +9,7 @@
 
 #include "base/clock.h"
 #include "base/parse_number.h"
+#include "base/terminal_text.h"
 #include "base/trace.h"
 #include "commands.h"
 #include "json_output.h"
@@ -233,6 +234,9 @@ Expected<nlohmann::json> run_traced(const Options& o) {
   PB_RETURN_IF_ERROR(annotate(recorded.write(o.trace_file), "--trace"));
   std::fprintf(stderr, "plugboard: trace of %zu spans written to %s (open it in https://ui.perfetto.dev)\n",
                recorded.spans.size(), o.trace_file.c_str());
+  // What went wrong beside the run (a plugin's own profiler that failed): in the trace, and said here.
+  for (const std::string& note : recorded.notes)
+    std::fprintf(stderr, "plugboard: trace note: %s\n", terminal_safe(note).c_str());
   return report;
 }
 
