@@ -40,7 +40,7 @@ int load(ErlNifEnv* env, void** priv, ERL_NIF_TERM) {
   keep_large_blocks_in_the_heap();
   identity.shared = vm_shared_in_use();
   *priv = &identity;
-  return open_resource_types(env, ERL_NIF_RT_CREATE) ? 0 : 1;
+  return open_resource_types(env, ERL_NIF_RT_CREATE) && open_trace_resource_type(env, ERL_NIF_RT_CREATE) ? 0 : 1;
 }
 
 // A hot upgrade of Plugboard.Native: the new library takes over the resource types, so the objects the
@@ -54,7 +54,8 @@ int upgrade(ErlNifEnv* env, void** priv, void** old_priv, ERL_NIF_TERM) {
   use_vm_shared(static_cast<const LibraryIdentity*>(*old_priv)->shared);
   identity.shared = vm_shared_in_use();
   *priv = &identity;
-  return open_resource_types(env, static_cast<ErlNifResourceFlags>(ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER)) ? 0 : 1;
+  const auto flags = static_cast<ErlNifResourceFlags>(ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER);
+  return open_resource_types(env, flags) && open_trace_resource_type(env, flags) ? 0 : 1;
 }
 
 ErlNifFunc functions[] = {
@@ -90,6 +91,7 @@ ErlNifFunc functions[] = {
     {"fail_call", 2, nif_fail_call, 0},
     {"trace_start", 2, nif_trace_start, 0},
     {"trace_stop", 0, nif_trace_stop, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"trace_spans", 2, nif_trace_spans, 0},
     {"trace_now", 0, nif_trace_now, 0},
     {"trace_record", 6, nif_trace_record, 0},
 };

@@ -66,8 +66,12 @@ PB_NIF(nif_open_distributed);
 // nif_trace.cpp
 PB_NIF(nif_trace_start);
 PB_NIF(nif_trace_stop);
+PB_NIF(nif_trace_spans);
 PB_NIF(nif_trace_now);
 PB_NIF(nif_trace_record);
+
+// nif_trace.cpp's resource type (a stopped trace), opened at load and upgrade.
+bool open_trace_resource_type(ErlNifEnv* env, ErlNifResourceFlags flags);
 
 // nif_selection.cpp's readers and makers, shared with nif_key_value.cpp: a client term that owns
 // `client`, and create options as [{name, value}].

@@ -225,6 +225,7 @@ defmodule Plugboard.Native do
   # Traces (c_src/nif_trace.cpp; Plugboard.Trace).
   def trace_start(_max_spans, _process_name), do: not_loaded()
   def trace_stop, do: not_loaded()
+  def trace_spans(_stopped, _budget), do: not_loaded()
   def trace_now, do: not_loaded()
   def trace_record(_name, _category, _start_ns, _end_ns, _track, _args), do: not_loaded()
 end

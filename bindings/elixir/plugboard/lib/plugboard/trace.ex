@@ -113,7 +113,8 @@ defmodule Plugboard.Trace do
 
   @doc """
   Stops recording and returns the trace. Without a trace being recorded: `:failed_precondition`.
-  Runs on a dirty scheduler (its time grows with the spans).
+  The recorder stops on a dirty scheduler; the spans then come into the calling process a chunk at
+  a time (no NIF call or garbage collection of the whole trace at once on its scheduler).
   """
   @spec stop() :: {:ok, t()} | {:error, Error.t()}
   def stop do
@@ -121,8 +122,22 @@ defmodule Plugboard.Trace do
     set_on(false)
 
     case result do
-      {:ok, fields} -> {:ok, struct!(__MODULE__, Map.put(fields, :node, node()))}
-      {:error, %Error{message: m} = e} -> {:error, %{e | message: "Plugboard.Trace.stop: " <> m}}
+      {:ok, fields, stopped} ->
+        fields = fields |> Map.put(:node, node()) |> Map.put(:spans, spans(stopped, []))
+        {:ok, struct!(__MODULE__, fields)}
+
+      {:error, %Error{message: m} = e} ->
+        {:error, %{e | message: "Plugboard.Trace.stop: " <> m}}
+    end
+  end
+
+  # Spans and their args a NIF call builds at most: well under a millisecond.
+  @chunk 256
+
+  defp spans(stopped, chunks) do
+    case Native.trace_spans(stopped, @chunk) do
+      [] -> chunks |> Enum.reverse() |> Enum.concat()
+      chunk when is_list(chunk) -> spans(stopped, [chunk | chunks])
     end
   end
 
