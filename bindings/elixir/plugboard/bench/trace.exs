@@ -62,4 +62,4 @@ end
 TraceBench.loop(span, 200_000)
 {stop_us, {:ok, t}} = :timer.tc(fn -> Trace.stop() end)
 {json_us, json} = :timer.tc(fn -> IO.iodata_to_binary(Trace.to_json(t)) end)
-IO.puts("a trace of #{length(t.spans)} spans: stop #{div(stop_us, 1000)} ms (dirty scheduler), to_json #{div(json_us, 1000)} ms, #{byte_size(json)} bytes")
+IO.puts("a trace of #{length(t.spans)} spans: stop #{div(stop_us, 1000)} ms, to_json #{div(json_us, 1000)} ms, #{byte_size(json)} bytes")
