@@ -99,9 +99,12 @@ ERL_NIF_TERM make_fields(ErlNifEnv* env, const trace::Trace& t) {
   ERL_NIF_TERM tracks = enif_make_new_map(env);
   for (const auto& track : t.tracks)
     enif_make_map_put(env, tracks, enif_make_int(env, track.tid), make_string(env, track.name), &tracks);
+  std::vector<ERL_NIF_TERM> notes;
+  for (const auto& note : t.notes) notes.push_back(make_string(env, note));
   std::vector<ERL_NIF_TERM> keys{atom(env, "process_name"), atom(env, "pid"),          atom(env, "clock_monotonic_ns"),
                                  atom(env, "clock_realtime_ns"), atom(env, "started_ns"), atom(env, "stopped_ns"),
-                                 atom(env, "max_spans"),  atom(env, "dropped_spans"), atom(env, "tracks")};
+                                 atom(env, "max_spans"),  atom(env, "dropped_spans"), atom(env, "tracks"),
+                                 atom(env, "notes")};
   std::vector<ERL_NIF_TERM> values{make_string(env, t.process_name),
                                    enif_make_int(env, t.pid),
                                    enif_make_int64(env, t.clock_monotonic_ns),
@@ -110,7 +113,8 @@ ERL_NIF_TERM make_fields(ErlNifEnv* env, const trace::Trace& t) {
                                    enif_make_int64(env, t.stopped_ns),
                                    enif_make_uint64(env, t.max_spans),
                                    enif_make_uint64(env, t.dropped_spans),
-                                   tracks};
+                                   tracks,
+                                   make_list(env, notes)};
   return make_map(env, keys, values);
 }
 

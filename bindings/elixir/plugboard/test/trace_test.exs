@@ -83,6 +83,7 @@ defmodule Plugboard.TraceTest do
     assert doc["otherData"]["spans"] == length(t.spans)
     assert doc["otherData"]["dropped_spans"] == t.dropped_spans
     assert doc["otherData"]["clock_monotonic_ns"] == t.clock_monotonic_ns
+    assert (doc["otherData"]["notes"] || []) == t.notes
     doc
   end
 
@@ -106,6 +107,7 @@ defmodule Plugboard.TraceTest do
     t = %Trace{process_name: "p", pid: 1, node: node(), clock_monotonic_ns: 0, clock_realtime_ns: 0, started_ns: 0,
                stopped_ns: 100, max_spans: 10, tracks: %{1 => "t"}, spans: [good, %{good | name: "b", start_ns: 12, end_ns: 18}]}
     check!(t)
+    check!(%{t | notes: ["plugin profiler of x.so: \"failed\""]})
     assert_raise ExUnit.AssertionError, ~r/b ends before it starts/, fn -> check!(%{t | spans: [%{good | name: "b", start_ns: 12, end_ns: 11}]}) end
     assert_raise ExUnit.AssertionError, ~r/b \[15, 25\] overlaps a \[10, 20\] without nesting/, fn ->
       check!(%{t | spans: [good, %{good | name: "b", start_ns: 15, end_ns: 25}]})
@@ -145,6 +147,7 @@ defmodule Plugboard.TraceTest do
     assert Enum.any?(named(t, "execute"), &(track(t, &1) =~ "device 0"))
     assert t.dropped_spans == 0 and t.max_spans == 1000
     assert t.node == node() and t.pid == String.to_integer(System.pid())
+    assert t.notes == []
   end
 
   test "a host callback: its Elixir function's span inside the plugin thread's blocking wait, both inside the run", %{client: c} do

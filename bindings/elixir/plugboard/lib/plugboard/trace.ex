@@ -84,11 +84,14 @@ defmodule Plugboard.Trace do
           dropped_spans: non_neg_integer(),
           tracks: %{integer() => String.t()},
           spans: [span()],
+          notes: [String.t()],
           alignment: map() | nil
         }
-  # `alignment`: nil here; Plugboard.Trace.Cluster puts a node's clock alignment there.
+  # `notes`: what went wrong while recording that is not a span (a plugin's own profiler that could
+  # not be started or collected). `alignment`: nil here; Plugboard.Trace.Cluster puts a node's clock
+  # alignment there.
   defstruct [:process_name, :pid, :node, :clock_monotonic_ns, :clock_realtime_ns, :started_ns, :stopped_ns,
-             :max_spans, dropped_spans: 0, tracks: %{}, spans: [], alignment: nil]
+             :max_spans, dropped_spans: 0, tracks: %{}, spans: [], notes: [], alignment: nil]
 
   @on {__MODULE__, :on}
   @track {__MODULE__, :track}
@@ -260,7 +263,8 @@ defmodule Plugboard.Trace do
   The Chrome trace-event JSON document of a trace, or of several (a cluster's, merged): "X"
   (complete) events with `ts` and `dur` in microseconds (three decimals: exact nanoseconds), "M"
   events naming each process and track, and under `otherData` each trace's clocks, node, span count
-  and `dropped_spans` (and `alignment`, when set). Each trace is one process (`pid`): its OS pid, or
+  and `dropped_spans` (and `notes` and `alignment`, when there are). Each trace is one process
+  (`pid`): its OS pid, or
   1, 2, ... when the traces' pids collide (several machines).
   """
   @spec to_json(t() | [t()]) :: iodata()
@@ -310,6 +314,7 @@ defmodule Plugboard.Trace do
       {"spans", length(t.spans)}, {"dropped_spans", t.dropped_spans}, {"max_spans", t.max_spans}
     ]
 
+    fields = if Map.get(t, :notes, []) != [], do: fields ++ [{"notes", t.notes}], else: fields
     fields = if t.alignment, do: fields ++ [{"alignment", t.alignment}], else: fields
     object(fields)
   end
