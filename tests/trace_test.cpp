@@ -254,6 +254,31 @@ TEST(TraceRecorderThreads, SpansAcrossThreadsAndOverlapsOnNamedTracks) {
   EXPECT_EQ(p.track_names[eb->tid], "device 9 (test) [2]");
 }
 
+// Spans are recorded when they end, so on a named track (an Elixir process's, a device's) a parent
+// comes after its children: it takes their lane, and a call stack is drawn on one track. A span that
+// overlaps the stack in part still gets a lane of its own.
+TEST(TraceRecorderThreads, AParentRecordedAfterItsChildrenSharesTheirLane) {
+  Recording r;
+  const trace::Track process = trace::named_track("elixir stack (test)");
+  const int64_t t0 = trace::now();
+  trace::record("child 1", "elixir", t0 + 100, t0 + 200, process);
+  trace::record("child 2", "elixir", t0 + 300, t0 + 400, process);
+  trace::record("parent", "elixir", t0 + 50, t0 + 450, process);
+  trace::record("grandparent", "elixir", t0 + 10, t0 + 500, process);
+  trace::record("next call", "elixir", t0 + 600, t0 + 700, process);
+  trace::record("across", "elixir", t0 + 450, t0 + 650, process);  // overlaps grandparent and next call in part
+  auto t = trace::stop();
+  ASSERT_TRUE(t);
+  Parsed p = parse_checked(*t);
+  ASSERT_EQ(p.events.size(), 6u);
+  expect_nested(p.events);
+  const int stack = named(p, "child 1").at(0)->tid;
+  for (const char* name : {"child 2", "parent", "grandparent", "next call"})
+    EXPECT_EQ(named(p, name).at(0)->tid, stack) << name;
+  EXPECT_EQ(p.track_names[stack], "elixir stack (test)");
+  EXPECT_EQ(p.track_names[named(p, "across").at(0)->tid], "elixir stack (test) [2]");
+}
+
 // --- A whole run on each real CPU plugin. ---
 
 const char kAdd[] = R"mlir(

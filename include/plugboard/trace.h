@@ -16,7 +16,8 @@
 // Cost. Off (the default), an instrumented site costs one relaxed atomic load and a branch: no clock
 // read, no allocation, no lock (4 instructions a span; 14 an execute_into). On, a span costs two
 // clock reads, its record (allocated with its arguments) and a push into the recording thread's own
-// buffer, under that buffer's own lock (no lock shared between threads): about 100 ns (README,
+// buffer, under that buffer's own lock (no lock shared between threads; a span on a named track also
+// takes that track's lock for the few comparisons that pick its lane): about 100 ns (README,
 // "Traces"). At most Options::max_spans are kept, the rest are counted as dropped (the trace's
 // "dropped_spans").
 //

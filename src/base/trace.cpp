@@ -65,14 +65,52 @@ struct ThreadBuffer {
 };
 
 // Named tracks (for the process's life): each has kLanes lanes, drawn as tracks of their own, so that
-// spans that overlap without nesting sit side by side. A lane holds the end of its latest span.
+// spans that overlap without nesting sit side by side. Spans are recorded when they end, so a parent
+// comes after its children: a lane keeps its latest outermost spans (disjoint intervals), and a span
+// takes the lane when it overlaps none of them in part (it is after them, or it contains them).
 constexpr int kLanes = 8;
+constexpr size_t kLaneIntervals = 16;  // outermost spans a lane remembers; older ones become its floor
+
+struct Interval {
+  int64_t start = 0, end = 0;
+};
+
+struct Lane {
+  std::array<Interval, kLaneIntervals> outermost{};
+  size_t count = 0;
+  int64_t floor = INT64_MIN;  // the latest end among the intervals it forgot: a span starting before it may not take it
+
+  // Takes [start, end] when it nests with every outermost span kept; the spans it contains stop being outermost.
+  bool take(int64_t start, int64_t end) {
+    if (start < floor) return false;
+    for (size_t i = 0; i < count; ++i) {
+      const Interval& o = outermost[i];
+      const bool overlaps = o.start < end && o.end > start;
+      const bool contains = start <= o.start && o.end <= end;
+      if (overlaps && !contains) return false;
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < count; ++i)
+      if (!(start <= outermost[i].start && outermost[i].end <= end)) outermost[kept++] = outermost[i];
+    count = kept;
+    if (count == kLaneIntervals) {  // forget the one that ended first
+      size_t first = 0;
+      for (size_t i = 1; i < count; ++i)
+        if (outermost[i].end < outermost[first].end) first = i;
+      floor = std::max(floor, outermost[first].end);
+      outermost[first] = outermost[--count];
+    }
+    outermost[count++] = Interval{start, end};
+    return true;
+  }
+};
 constexpr uint32_t kNamedBit = 0x80000000u;  // a Track with this bit is a named track's index
 constexpr int kNamedTidBase = 0x40000000;    // above any Linux tid (pid_max <= 2^22)
 
 struct NamedTrack {
   std::string name;
-  std::array<std::atomic<int64_t>, kLanes> lane_end{};
+  std::mutex mutex;  // the lanes: held for a few comparisons by a span ending on this track
+  std::array<Lane, kLanes> lanes{};
 };
 
 constexpr size_t kMaxNamed = 4096;  // past that, named_track() gives the caller's thread's track
@@ -156,19 +194,14 @@ int resolve_track(Track track, int64_t start_ns, int64_t end_ns) {
   const uint32_t index = track & ~kNamedBit;
   NamedTrack* t = index < kMaxNamed ? named().tracks[index].load(std::memory_order_acquire) : nullptr;
   if (!t) return current_tid();
-  int lane = kLanes - 1;  // every lane busy: the last one takes it, overlapping
-  for (int l = 0; l < kLanes; ++l) {
-    int64_t end = t->lane_end[static_cast<size_t>(l)].load(std::memory_order_relaxed);
-    bool taken = false;
-    while (start_ns >= end) {
-      if (t->lane_end[static_cast<size_t>(l)].compare_exchange_weak(end, end_ns, std::memory_order_relaxed)) {
-        taken = true;
+  int lane = kLanes - 1;  // no lane fits: the last one takes it, overlapping
+  {
+    std::lock_guard lock(t->mutex);
+    for (int l = 0; l < kLanes; ++l) {
+      if (t->lanes[static_cast<size_t>(l)].take(start_ns, end_ns)) {
+        lane = l;
         break;
       }
-    }
-    if (taken) {
-      lane = l;
-      break;
     }
   }
   return kNamedTidBase + static_cast<int>(index) * kLanes + lane;
