@@ -25,11 +25,12 @@
     },
     jit: %{
       path: "a cached Nx.Defn.jit call of x + 1 (f32[4], argument on the device): Nx.Defn's jit, Plugboard.Nx.__compile__/4 (client, options, Cache.key/4, the cache hit and its event), the run closure, Plugboard.run!",
-      # The largest of the three CPU plugins over three recording runs (302.7 to 305.4); 290.9 before
-      # issue 36's traces: Plugboard.run's span (the NIF's answer, 99ee014) took it to 296.9-299.1, and
-      # Plugboard.Nx's trace guard (one Plugboard.Trace.enabled?/0 per jit: 2 calls, :cprof) to this.
+      # The largest of the three CPU plugins over three runs (299.9 to 300.6). 290.9 at issue 36's start;
+      # issue 35's later run path (donation, hooks:, merged in) took it to 295.3-297.2, and issue 36's
+      # one Plugboard.Trace.enabled?/0 per jit (2 calls, :cprof) to this. A first traced version that
+      # handed the run a map of what it needs instead of a closure measured 302.7-305.4.
       figures: [
-        {[otp: "25", elixir: "1.18", telemetry: true, nx: "0.13.1"], 305.4}
+        {[otp: "25", elixir: "1.18", telemetry: true, nx: "0.13.1"], 300.6}
       ]
     }
   }

@@ -104,19 +104,21 @@ defmodule Plugboard.Nx do
   # miss), `arguments` and `run` inside. Off, the one enabled?/0 check is all it adds.
   def __jit__(key, vars, fun, args_list, opts) do
     if Trace.enabled?() do
-      Trace.span("jit", "nx", %{function: name_of(key)}, fn -> key |> prepare(vars, fun, opts, true) |> run_all(args_list, true) end)
+      Trace.span("jit", "nx", %{function: name_of(key)}, fn -> prepare(key, vars, fun, opts, true).(args_list, true) end)
     else
-      key |> prepare(vars, fun, opts, false) |> run_all(args_list, false)
+      prepare(key, vars, fun, opts, false).(args_list, false)
     end
   end
 
   @impl true
   def __compile__(key, vars, fun, opts) do
-    prepared = prepare(key, vars, fun, opts, Trace.enabled?())
-    fn args_list -> run_all(prepared, args_list, Trace.enabled?()) end
+    run_all = prepare(key, vars, fun, opts, Trace.enabled?())
+    fn args_list -> run_all.(args_list, Trace.enabled?()) end
   end
 
-  # The compiled program for `vars` (from the cache, or compiled now) and what its runs need.
+  # The compiled program for `vars` (from the cache, or compiled now), as the function that runs it on
+  # a list of argument lists (`traced`: record the `arguments` and `run` spans). A closure over what
+  # the runs need, not a map of it: a cached jit builds this on every call (dispatch_budget.exs).
   defp prepare(key, vars, fun, opts, traced) do
     client = client!(opts)
     bound_hooks = opts |> hooks!() |> Map.keys() |> Enum.sort()
@@ -160,8 +162,37 @@ defmodule Plugboard.Nx do
           [ordered: ordered, callbacks: blocking, device: device || 0] ++ Keyword.take(opts, [:callback_timeout])
       end
 
-    %{client: client, exe: exe, output: output, used: used, constants: constants, device: device || 0, vars: vars, run_opts: run_opts,
-      output_bytes: output_bytes, reused: reused, output_backend: opts[:output_backend], donated: Donation.positions(donated, used)}
+    device = device || 0
+    output_backend = opts[:output_backend]
+    donated = Donation.positions(donated, used)
+
+    fn args_list, traced ->
+      for args <- args_list do
+        # Only the arguments the program reads are computed (lazy containers) and sent.
+        args = if length(args) == length(used), do: args, else: for({a, i} <- Enum.with_index(args), i in used, do: a)
+        started = if traced, do: Trace.now()
+        tensors = Enum.map(args, & &1.())
+        buffers = Enum.map(tensors, &Backend.to_buffer(client, &1, device)) ++ on_device(client, constants, device)
+        if traced, do: Trace.record("arguments", "nx", started, Trace.now(), arguments_args(tensors, buffers, client, device))
+        refuse_inside_runtime_call(client, [device])
+        donate = Donation.run_donate(donated, tensors, buffers)
+        name_of = &argument_name(vars, used, &1)
+
+        {outputs, donate} =
+          if traced,
+            do: Trace.span("run", "nx", %{device: device}, fn -> run!(exe, buffers, donate, run_opts, name_of) end),
+            else: run!(exe, buffers, donate, run_opts, name_of)
+
+        BufferPressure.received(output_bytes - Enum.sum(for(pos <- donate, do: Map.get(reused, pos, 0))))
+
+        {result, []} =
+          Composite.traverse(output, outputs, fn template, [buffer | rest] ->
+            {template |> Backend.from_buffer(buffer, client) |> transfer(output_backend), rest}
+          end)
+
+        result
+      end
+    end
   end
 
   # Cache.get_or_compile/3 traced: a `cache_lookup` span (`outcome`: hit or miss; up to where this
@@ -183,35 +214,6 @@ defmodule Plugboard.Nx do
       value
     after
       if previous == nil, do: Process.delete(@compiled_here), else: Process.put(@compiled_here, previous)
-    end
-  end
-
-  defp run_all(prepared, args_list, traced) do
-    %{client: client, exe: exe, used: used, constants: constants, device: device, donated: donated} = prepared
-
-    for args <- args_list do
-      # Only the arguments the program reads are computed (lazy containers) and sent.
-      args = if length(args) == length(used), do: args, else: for({a, i} <- Enum.with_index(args), i in used, do: a)
-      started = if traced, do: Trace.now()
-      tensors = Enum.map(args, & &1.())
-      buffers = Enum.map(tensors, &Backend.to_buffer(client, &1, device)) ++ on_device(client, constants, device)
-      if traced, do: Trace.record("arguments", "nx", started, Trace.now(), arguments_args(tensors, buffers, client, device))
-      refuse_inside_runtime_call(client, [device])
-      donate = Donation.run_donate(donated, tensors, buffers)
-      name_of = &argument_name(prepared.vars, used, &1)
-
-      {outputs, donate} =
-        if traced,
-          do: Trace.span("run", "nx", %{device: device}, fn -> run!(exe, buffers, donate, prepared.run_opts, name_of) end),
-          else: run!(exe, buffers, donate, prepared.run_opts, name_of)
-      BufferPressure.received(prepared.output_bytes - Enum.sum(for(pos <- donate, do: Map.get(prepared.reused, pos, 0))))
-
-      {result, []} =
-        Composite.traverse(prepared.output, outputs, fn template, [buffer | rest] ->
-          {template |> Backend.from_buffer(buffer, client) |> transfer(prepared.output_backend), rest}
-        end)
-
-      result
     end
   end
 
