@@ -64,3 +64,32 @@ defmodule Bench do
     "load average #{avg} on #{System.schedulers_online()} schedulers"
   end
 end
+
+# The MLP training step nx_bench.exs and trace_breakdown.exs measure (forward + grad, plain SGD).
+defmodule Bench.MLP do
+  import Nx.Defn
+
+  defn loss({w1, b1, w2, b2}, x, y) do
+    h = Nx.tanh(Nx.dot(x, w1) + b1)
+    logits = Nx.dot(h, w2) + b2
+    d = logits - y
+    Nx.mean(d * d)
+  end
+
+  defn step(params, x, y) do
+    {l, g} = value_and_grad(params, &loss(&1, x, y))
+    {w1, b1, w2, b2} = params
+    {gw1, gb1, gw2, gb2} = g
+    {{w1 - 0.01 * gw1, b1 - 0.01 * gb1, w2 - 0.01 * gw2, b2 - 0.01 * gb2}, l}
+  end
+
+  @doc "Parameters and a batch (128 of 64 -> 10), on Nx.BinaryBackend: {params, x, y}."
+  def data do
+    key = Nx.Random.key(0)
+    {xb, key} = Nx.Random.uniform(key, shape: {128, 64})
+    {yb, key} = Nx.Random.uniform(key, shape: {128, 10})
+    {w1, key} = Nx.Random.normal(key, 0.0, 0.1, shape: {64, 128})
+    {w2, _} = Nx.Random.normal(key, 0.0, 0.1, shape: {128, 10})
+    {{w1, Nx.broadcast(0.0, {128}), w2, Nx.broadcast(0.0, {10})}, xb, yb}
+  end
+end
