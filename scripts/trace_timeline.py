@@ -124,9 +124,10 @@ def nests(spans):
 def merge_nested_lanes(spans, tracks):
     """Draws a track's lanes ("elixir x", "elixir x [2]", ...) as one row when their spans nest.
 
-    The recorder gives a span of a named track the first lane free at its start; spans are recorded
-    when they end, so a span that holds others, recorded after them, finds their lane busy and takes
-    the next one. Lanes whose spans overlap without nesting (two requests at once) stay apart."""
+    Before 9c17cb1 the recorder gave a span of a named track the first lane free at its start; spans
+    are recorded when they end, so a span that held others, recorded after them, found their lane
+    busy and took the next one. Lanes whose spans overlap without nesting (two requests at once) stay
+    apart."""
     groups = {}
     for key in {(s["pid"], s["tid"]) for s in spans}:
         name = tracks.get(key)
