@@ -6,12 +6,16 @@
 #     Plugboard.run (the Elixir run outside the launch), the launch outside the plugin's execute call;
 #  2. an MLP training step (Bench.MLP, arguments on the device);
 #  3. a jit with one runtime_call into the calling process: the plugin thread's wait against the
-#     Elixir function.
+#     Elixir function;
+#  4. bench/jax_bench.exs's MLP step and transformer block (full shapes): how much of a step is the
+#     device's execution (the plugin's compiled program) and how much is plugboard's, around it.
 # PLUGBOARD_TRACE_OUT=dir writes each workload's trace there (dispatch, mlp_step, runtime_call .trace.json).
 #
 #   mix run bench/trace_breakdown.exs    (from bindings/elixir/plugboard_nx; bench/trace_breakdown.sh
 #                                         runs it on each CPU plugin)
 Code.require_file("bench_helpers.exs", __DIR__)
+Code.require_file("jax_models.exs", __DIR__)
+Code.require_file("jax_harness.exs", __DIR__)
 
 defmodule Breakdown do
   alias Plugboard.Trace
@@ -105,3 +109,19 @@ IO.puts(
   "medians, µs: the plugin thread's wait (blocking_callback) outside the Elixir function (runtime_call) " <>
     "#{Breakdown.us(Breakdown.outside(trace, "blocking_callback", ["runtime_call", "host_callback"]))}"
 )
+
+# 4. The JAX benchmark's models: the step's time on the device against its time in plugboard.
+for model <- [:mlp, :transformer] do
+  dims = JaxBench.Models.dims(model, :full)
+  step = Nx.Defn.jit(JaxBench.Models.function(model, dims), compiler: Plugboard.Nx, client: client)
+  args = JaxBench.Harness.on_device(client, JaxBench.Harness.inputs(model, dims))
+  apply(step, args)
+  trace = Breakdown.measure("jax_#{model}", fn -> apply(step, args) end, 20)
+  median = fn name -> trace.spans |> Enum.filter(&(&1.name == name)) |> Enum.map(&(&1.end_ns - &1.start_ns)) |> Bench.median() end
+
+  IO.puts(
+    "medians, µs: jit #{Breakdown.us(median.("jit"))}, of which the device's execute #{Breakdown.us(median.("execute"))} " <>
+      "(#{Float.round(100 * median.("execute") / median.("jit"), 1)}%); jit outside its nx run #{Breakdown.us(Breakdown.outside(trace, "jit", ["run"]))}; " <>
+      "launch outside the plugin's execute call #{Breakdown.us(Breakdown.outside(trace, "launch", ["PJRT_LoadedExecutable_Execute"]))}"
+  )
+end
