@@ -19,6 +19,15 @@
 
 namespace pbbench {
 
+// add f32[4] + f32[4]: the program the dispatch benchmarks time.
+inline constexpr char kAddF32x4[] =
+    "module @add attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n"
+    "  func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {\n"
+    "    %0 = stablehlo.add %a, %b : tensor<4xf32>\n"
+    "    return %0 : tensor<4xf32>\n"
+    "  }\n"
+    "}\n";
+
 using Clock = std::chrono::steady_clock;
 
 struct Options {

@@ -16,14 +16,6 @@
 namespace pbbench {
 namespace {
 
-constexpr char kAddMlir[] =
-    "module @add attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n"
-    "  func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {\n"
-    "    %0 = stablehlo.add %a, %b : tensor<4xf32>\n"
-    "    return %0 : tensor<4xf32>\n"
-    "  }\n"
-    "}\n";
-
 struct Case {
   std::string name;
   std::string mlir;
@@ -142,7 +134,7 @@ std::string read_file(const std::filesystem::path& p) {
 
 Table bench_dispatch(Context& ctx) {
   std::vector<Case> cases;
-  cases.push_back({"add f32[4]", kAddMlir, {{4}, {4}}, 1.0, true});
+  cases.push_back({"add f32[4]", kAddF32x4, {{4}, {4}}, 1.0, true});
   // A second, 5-argument program shows how the per-argument checks scale (skipped in --quick).
   if (!ctx.opt.quick) {
     const std::string mlp = read_file(ctx.opt.cases / "mlp_tiny" / "program.mlir");

@@ -22,12 +22,6 @@
 namespace pbbench {
 namespace {
 
-const char kAddF32x4[] =
-    "func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {\n"
-    "  %0 = stablehlo.add %a, %b : tensor<4xf32>\n"
-    "  return %0 : tensor<4xf32>\n"
-    "}\n";
-
 // x -> ((x + x) * x - x) max x ... : `n` elementwise ops over f32[64], each reading the last.
 std::string chain_program(int n) {
   static const char* const kOps[] = {"add", "multiply", "subtract", "maximum"};

@@ -9,14 +9,6 @@
 namespace pbbench {
 namespace {
 
-constexpr char kAdd[] =
-    "module @add attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n"
-    "  func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {\n"
-    "    %0 = stablehlo.add %a, %b : tensor<4xf32>\n"
-    "    return %0 : tensor<4xf32>\n"
-    "  }\n"
-    "}\n";
-
 // One span as an instrumented site makes it: a Scope with an integer argument.
 void one_span(int64_t i) {
   plugboard::trace::Scope span("bench", "bench");
@@ -56,7 +48,7 @@ Table bench_trace(Context& ctx) {
   const bool quick = ctx.opt.quick;
   const int reps = quick ? 5 : 15;
 
-  Program program = value_or_throw(Program::from_bytes(kAdd, "add"), "Program::from_bytes");
+  Program program = value_or_throw(Program::from_bytes(kAddF32x4, "add"), "Program::from_bytes");
   auto exe = value_or_throw(ctx.client->compile(program, CompileOptions()), "Client::compile");
   std::vector<Buffer> inputs = device_inputs(ctx, {{4}, {4}});
   Buffer* args[] = {&inputs[0], &inputs[1]};

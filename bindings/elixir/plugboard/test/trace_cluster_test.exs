@@ -1,4 +1,5 @@
 Code.require_file("../../trace_checks.exs", __DIR__)
+Code.require_file("../../trace_peers.exs", __DIR__)
 
 defmodule Plugboard.TraceClusterTest do
   # Plugboard.Trace.Cluster across two real OS nodes on 127.0.0.1 (:peer starts `erl` processes,
@@ -9,6 +10,8 @@ defmodule Plugboard.TraceClusterTest do
   # it. Prints the bound with 1 and 16 round trips per alignment (the README's figures).
   use ExUnit.Case, async: false
   import Plugboard.TraceChecks
+  import Plugboard.TracePeers, only: [on: 4]
+  alias Plugboard.TracePeers
   alias Plugboard.TestSupport.TracePeer
   alias Plugboard.Trace
   alias Plugboard.Trace.Cluster
@@ -16,31 +19,9 @@ defmodule Plugboard.TraceClusterTest do
   @moduletag timeout: 120_000
 
   setup_all do
-    cookie = Base.encode32(:crypto.strong_rand_bytes(20), padding: false)
-    epmd_ran = match?({_, 0}, System.cmd("epmd", ["-names"], stderr_to_stdout: true))
-    a = start_peer("a", cookie)
-    b = start_peer("b", cookie)
-
-    on_exit(fn ->
-      for {pid, _} <- [a, b], Process.alive?(pid), do: :peer.stop(pid)
-      unless epmd_ran, do: System.cmd("epmd", ["-kill"], stderr_to_stdout: true)
-    end)
-
-    true = on(a, Node, :connect, [elem(b, 1)])
+    [a, b] = TracePeers.start!(["a", "b"], :plugboard)
     %{a: a, b: b}
   end
-
-  defp start_peer(tag, cookie) do
-    name = ~c"trace_#{tag}_#{System.unique_integer([:positive])}"
-    paths = Enum.flat_map(:code.get_path(), &[~c"-pa", &1])
-    args = [~c"-setcookie", String.to_charlist(cookie), ~c"-kernel", ~c"inet_dist_use_interface", ~c"{127,0,0,1}" | paths]
-    {:ok, pid, node} = :peer.start(%{name: name, host: ~c"127.0.0.1", longnames: true, connection: :standard_io, args: args,
-                                     env: [{~c"ERL_EPMD_ADDRESS", ~c"127.0.0.1"}]})
-    {:ok, _} = :peer.call(pid, Application, :ensure_all_started, [:plugboard], 60_000)
-    {pid, node}
-  end
-
-  defp on({pid, _node}, m, f, a), do: :peer.call(pid, m, f, a, 60_000)
 
   test "a hop between two OS nodes, traced on both and merged: serve inside remote_call, clocks within their bound", %{a: a, b: b} do
     {_, na} = a

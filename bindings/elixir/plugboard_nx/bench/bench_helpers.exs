@@ -65,6 +65,11 @@ defmodule Bench do
   end
 end
 
+# The runtime_call function nx_bench.exs and trace_breakdown.exs time: an identity.
+defmodule Bench.Callback do
+  def identity(t, _opts), do: t
+end
+
 # The MLP training step nx_bench.exs and trace_breakdown.exs measure (forward + grad, plain SGD).
 defmodule Bench.MLP do
   import Nx.Defn

@@ -11,10 +11,6 @@
 #   mix run bench/nx_bench.exs    (from bindings/elixir/plugboard_nx; bench/nx_bench.sh sets it up)
 Code.require_file("bench_helpers.exs", __DIR__)
 
-defmodule Bench.Callback do
-  def identity(t, _opts), do: t
-end
-
 plugin = Bench.plugin()
 {:ok, client} = Plugboard.open(plugin)
 IO.puts("plugin: #{plugin}")

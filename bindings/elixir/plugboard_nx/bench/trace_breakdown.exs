@@ -67,10 +67,6 @@ defmodule Breakdown do
   def us(ns) when is_integer(ns), do: :erlang.float_to_binary(ns / 1000, decimals: 2)
 end
 
-defmodule Breakdown.Callback do
-  def identity(t, _opts), do: t
-end
-
 plugin = Bench.plugin()
 {:ok, client} = Plugboard.open(plugin)
 IO.puts("plugin: #{plugin}; #{Bench.load()}")
@@ -101,7 +97,7 @@ IO.puts(
 )
 
 # 3. One runtime_call.
-rc = Nx.Defn.jit(fn x -> Nx.runtime_call(x, x, [], &Breakdown.Callback.identity/2) end, compiler: Plugboard.Nx, client: client)
+rc = Nx.Defn.jit(fn x -> Nx.runtime_call(x, x, [], &Bench.Callback.identity/2) end, compiler: Plugboard.Nx, client: client)
 rc.(x)
 trace = Breakdown.measure("runtime_call", fn -> rc.(x) end, 1000)
 

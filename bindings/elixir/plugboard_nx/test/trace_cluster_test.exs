@@ -1,4 +1,5 @@
 Code.require_file("../../trace_checks.exs", __DIR__)
+Code.require_file("../../trace_peers.exs", __DIR__)
 
 defmodule Plugboard.Nx.TraceClusterTest do
   # A Plugboard.Serving request across two real OS nodes on 127.0.0.1 (:peer starts `erl` processes,
@@ -12,37 +13,16 @@ defmodule Plugboard.Nx.TraceClusterTest do
   # it (cluster_request.trace.json).
   use ExUnit.Case, async: false
   import Plugboard.TraceChecks
+  import Plugboard.TracePeers, only: [on: 4]
+  alias Plugboard.TracePeers
   alias Plugboard.Nx.TraceClusterPeer, as: P
 
   @moduletag timeout: 120_000
 
   setup_all do
-    cookie = Base.encode32(:crypto.strong_rand_bytes(20), padding: false)
-    epmd_ran = match?({_, 0}, System.cmd("epmd", ["-names"], stderr_to_stdout: true))
-    caller = start_peer("caller", cookie)
-    member = start_peer("member", cookie)
-
-    on_exit(fn ->
-      for {pid, _} <- [caller, member], Process.alive?(pid), do: :peer.stop(pid)
-      unless epmd_ran, do: System.cmd("epmd", ["-kill"], stderr_to_stdout: true)
-    end)
-
-    true = on(caller, Node, :connect, [elem(member, 1)])
+    [caller, member] = TracePeers.start!(["caller", "member"], :plugboard_nx)
     %{caller: caller, member: member}
   end
-
-  # An `erl` process with this VM's code paths and :plugboard_nx started; distribution on 127.0.0.1 only.
-  defp start_peer(tag, cookie) do
-    name = ~c"trace_#{tag}_#{System.unique_integer([:positive])}"
-    paths = Enum.flat_map(:code.get_path(), &[~c"-pa", &1])
-    args = [~c"-setcookie", String.to_charlist(cookie), ~c"-kernel", ~c"inet_dist_use_interface", ~c"{127,0,0,1}" | paths]
-    {:ok, pid, node} = :peer.start(%{name: name, host: ~c"127.0.0.1", longnames: true, connection: :standard_io, args: args,
-                                     env: [{~c"ERL_EPMD_ADDRESS", ~c"127.0.0.1"}]})
-    {:ok, _} = :peer.call(pid, Application, :ensure_all_started, [:plugboard_nx], 60_000)
-    {pid, node}
-  end
-
-  defp on({pid, _node}, m, f, a), do: :peer.call(pid, m, f, a, 60_000)
 
   test "a serving request across two OS nodes, traced on both and merged onto the caller's clock", %{caller: caller, member: member} do
     {_, a} = caller
