@@ -24,11 +24,11 @@ lib=$(find "$work/prefix/lib" -maxdepth 1 -name 'libplugboard.so.*' -type f | he
 if readelf -d "$lib" | grep NEEDED | grep -Ei 'cuda|cudart|nvidia|nvrtc|rocm|hip|amdhip'; then
   fail "libplugboard.so links a vendor library"
 fi
-# It exports the facade and the public value types' functions, nothing of the layers: every exported
+# It exports the facade, the public value types' functions and the trace API (plugboard/trace.h), nothing of the layers: every exported
 # plugboard:: name is one of src/embed/exports.map's, and nothing of protobuf is exported.
 exported=$(nm -D --defined-only "$lib" | c++filt | awk '{ $1 = ""; $2 = ""; sub(/^  /, ""); print }')
 grep -q '^plugboard::api::boot' <<< "$exported" || fail "plugboard::api::boot is not exported"
-public='^plugboard::(api::|Error::|code_name|dtype_|all_dtypes|element_count|byte_size|shape_string|attribute_to_string|valid_callback_name|TensorView::|MutableTensorView::|BlockingCall::|OrderedCall::)'
+public='^plugboard::(api::|trace::|Error::|code_name|dtype_|all_dtypes|element_count|byte_size|shape_string|attribute_to_string|valid_callback_name|TensorView::|MutableTensorView::|BlockingCall::|OrderedCall::)'
 internal=$(echo "$exported" | grep '^plugboard::' | grep -Ev "$public" | head -5 || true)
 [ -z "$internal" ] || fail "libplugboard.so exports internal symbols: $internal"
 if grep -q '^google::protobuf' <<< "$exported"; then fail "libplugboard.so exports protobuf"; fi
