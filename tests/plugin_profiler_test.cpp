@@ -358,6 +358,46 @@ TEST_F(PluginProfiler, ASyntheticXSpaceBecomesSpansOnTheTracesClock) {
   }
 }
 
+// XLA's plugins (jax-cuda's) answer the first CollectData call with the data in a buffer of their own,
+// one zero byte longer than the XSpace, and ignore a second call: read as they give it.
+TEST_F(PluginProfiler, APluginThatHandsOutItsOwnBufferAsXlasDoIsRead) {
+  auto plugin = fresh_plugin();
+  ASSERT_TRUE(plugin);
+  auto client = client_of(plugin);
+  ASSERT_TRUE(client);
+  const std::filesystem::path data = dir / "space.pb";
+  ScopedEnv mode("PLUGBOARD_FAULT_PROFILER", "owned:file:" + data.string());
+  ASSERT_TRUE(trace::start());
+  {
+    std::ofstream out(data, std::ios::binary);
+    out << synthetic_space(realtime_ns());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(8));
+  auto t = trace::stop();
+  ASSERT_TRUE(t) << t.error().to_string();
+  EXPECT_EQ(calls(plugin), "create start stop collect_size destroy ") << "one CollectData call";
+  EXPECT_TRUE(notes_of(*t, *plugin).empty()) << notes_of(*t, *plugin).front();
+  const trace::Span* summary = summary_of(*t, *plugin);
+  ASSERT_TRUE(summary);
+  EXPECT_EQ(std::get<std::string>(arg(summary->args, "outcome")->value), "collected");
+  EXPECT_EQ(std::get<int64_t>(arg(summary->args, "events")->value), 4);
+  EXPECT_TRUE(span_named(*t, "cutlass_gemm"));
+}
+
+// A zero byte after an XSpace (XLA's padding) is not a field: the space decodes as without it; a
+// zero anywhere else still is not an XSpace.
+TEST(XSpaceDecode, OneZeroByteAfterTheSpaceIsPadding) {
+  const std::string good = synthetic_space(1'700'000'000'000'000'000);
+  auto padded = xspace::decode(good + std::string(1, '\0'));
+  ASSERT_TRUE(padded) << padded.error().to_string();
+  auto plain = xspace::decode(good);
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(xspace::count(*padded).events, xspace::count(*plain).events);
+  EXPECT_EQ(xspace::count(*padded).planes, 2u);
+  EXPECT_FALSE(xspace::decode(good + std::string(2, '\0'))) << "two zeros are not padding";
+  EXPECT_FALSE(xspace::decode(std::string(1, '\0') + good));
+}
+
 TEST_F(PluginProfiler, AClientMadeWhileATraceRunsStartsItsPluginsProfiler) {
   auto plugin = fresh_plugin();
   ASSERT_TRUE(plugin);

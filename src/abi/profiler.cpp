@@ -113,6 +113,10 @@ Expected<std::string> profiler_collect(const Api& api, const PB_PLUGIN_Profiler_
     return make_error(Code::kResourceExhausted, where(api, kFn) + ": " + std::to_string(size) +
                                                     " bytes of profile data, more than the " +
                                                     std::to_string(max_bytes) + " plugboard reads");
+  // XLA's plugins (jax-cuda's among them) answer the first call with the data itself, in a buffer the
+  // profiler owns until it is destroyed (one byte longer than the XSpace: xspace::decode reads past
+  // that zero), and ignore a second call. Others give the size, then fill the caller's buffer.
+  if (args.buffer != nullptr) return std::string(reinterpret_cast<const char*>(args.buffer), size);
   std::string bytes(size, '\0');
   args.buffer = reinterpret_cast<uint8_t*>(bytes.data());
   PB_RETURN_IF_ERROR(call(api, table, table.collect_data(&args), kFn));

@@ -10,7 +10,8 @@
 //   stop, collect_data.
 //
 // A profiler is made with serialized tensorflow.ProfileOptions, started, stopped, and its data
-// collected as a serialized tensorflow.profiler.XSpace (two calls: the size, then the bytes). Its
+// collected as a serialized tensorflow.profiler.XSpace (XLA's plugins hand out their own buffer on the
+// first call; others give the size, then fill the caller's buffer on a second). Its
 // errors are PLUGIN_Profiler_Error, not PJRT_Error, and are read and freed through the same table.
 // Every slot is read only where the plugin's struct_size reaches it.
 #pragma once
@@ -61,7 +62,7 @@ struct PB_PLUGIN_Profiler_Handle_Args {  // Destroy, Start and Stop take the sam
 struct PB_PLUGIN_Profiler_CollectData_Args {
   size_t struct_size;
   PB_PLUGIN_Profiler* profiler;
-  uint8_t* buffer;              // null: the plugin says the size; then the bytes are written here
+  uint8_t* buffer;              // in null: the plugin gives the size (and, XLA's, its own buffer here)
   size_t buffer_size_in_bytes;  // out
 };
 

@@ -197,15 +197,30 @@ Recorded record_space(const xspace::Space& space, int64_t clock_monotonic_ns, in
       for (const xspace::Line& line : plane.lines) {
         if (line.events.empty()) continue;
         const trace::Track track = trace::named_track("plugin " + plane.name + " " + line.name);
-        std::vector<const xspace::Event*> events;
-        for (const xspace::Event& e : line.events) events.push_back(&e);
-        // In start order, outer before inner: lanes are given in the order spans arrive.
-        std::stable_sort(events.begin(), events.end(), [](const xspace::Event* a, const xspace::Event* b) {
-          return a->offset_ps != b->offset_ps ? a->offset_ps < b->offset_ps : a->duration_ps > b->duration_ps;
+        // Each event's times on the trace's clock; one whose times do not fit (a corrupt profile) is
+        // counted with the dropped ones.
+        struct Timed {
+          int64_t start, end;
+          const xspace::Event* event;
+        };
+        std::vector<Timed> events;
+        for (const xspace::Event& e : line.events) {
+          int64_t start = 0, end = 0, duration_ns = e.duration_ps / 1000;
+          if (e.offset_ps < 0 || e.duration_ps < 0 || __builtin_add_overflow(line.timestamp_ns, e.offset_ps / 1000, &start) ||
+              __builtin_sub_overflow(start, offset, &start) || __builtin_add_overflow(start, duration_ns, &end)) {
+            ++out.before_start;
+            continue;
+          }
+          events.push_back({start, end, &e});
+        }
+        // Inner before outer (by end, then the later start first): the recorder keeps a named track's
+        // spans on one lane when each arrives after those it contains, as spans ending do.
+        std::stable_sort(events.begin(), events.end(), [](const Timed& a, const Timed& b) {
+          return a.end != b.end ? a.end < b.end : a.start > b.start;
         });
-        for (const xspace::Event* e : events) {
-          const int64_t start = line.timestamp_ns + e->offset_ps / 1000 - offset;
-          const int64_t end = line.timestamp_ns + (e->offset_ps + e->duration_ps) / 1000 - offset;
+        for (const Timed& timed : events) {
+          const xspace::Event* e = timed.event;
+          const int64_t start = timed.start, end = timed.end;
           if (start < trace_start_ns) {
             ++out.before_start;
             continue;

@@ -236,9 +236,7 @@ Expected<Plane> read_plane(std::string_view bytes) {
   return plane;
 }
 
-}  // namespace
-
-Expected<Space> decode(std::string_view bytes) {
+Expected<Space> decode_exact(std::string_view bytes) {
   return no_throw("decoding an XSpace", [&]() -> Expected<Space> {
     Space space;
     PB_RETURN_IF_ERROR(each_field(bytes, "XSpace", [&](const ProtoField& f) -> Status {
@@ -254,6 +252,18 @@ Expected<Space> decode(std::string_view bytes) {
     }));
     return space;
   });
+}
+
+}  // namespace
+
+Expected<Space> decode(std::string_view bytes) {
+  // XLA's plugins hand out the XSpace with one zero byte after it. A zero where a field's tag would
+  // start is never valid (there is no field 0), so a last zero byte at the top level is that padding.
+  if (!bytes.empty() && bytes.back() == '\0') {
+    Expected<Space> unpadded = decode_exact(bytes.substr(0, bytes.size() - 1));
+    if (unpadded) return unpadded;
+  }
+  return decode_exact(bytes);
 }
 
 Counts count(const Space& space) {

@@ -14,6 +14,7 @@
 // NIF returns (46 ms for 200,000 spans). Every call but trace_stop does a bounded amount of work
 // (record: at most kMaxArgs arguments). The spans given out are freed as they go; what is left
 // when the `stopped` term is dropped is freed on a launch-pool thread.
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -72,7 +73,8 @@ bool get_args(ErlNifEnv* env, ERL_NIF_TERM map, std::vector<trace::Arg>& args) {
 
 ERL_NIF_TERM make_value(ErlNifEnv* env, const trace::Value& value) {
   if (auto* i = std::get_if<int64_t>(&value)) return enif_make_int64(env, *i);
-  if (auto* d = std::get_if<double>(&value)) return enif_make_double(env, *d);
+  // The VM has no NaN or infinity (enif_make_double raises badarg): nil, as the C++ JSON writes null.
+  if (auto* d = std::get_if<double>(&value)) return std::isfinite(*d) ? enif_make_double(env, *d) : enif_make_atom(env, "nil");
   return make_string(env, std::get<std::string>(value));
 }
 
