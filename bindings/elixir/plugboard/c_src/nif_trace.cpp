@@ -39,9 +39,19 @@ bool get_text(ErlNifEnv* env, ERL_NIF_TERM term, std::string& out) {
   }
   unsigned length = 0;
   if (enif_get_atom_length(env, term, &length, ERL_NIF_LATIN1)) {
-    out.resize(length + 1);
-    if (!enif_get_atom(env, term, out.data(), length + 1, ERL_NIF_LATIN1)) return false;
-    out.resize(length);
+    std::string latin1(length + 1, '\0');
+    if (!enif_get_atom(env, term, latin1.data(), length + 1, ERL_NIF_LATIN1)) return false;
+    latin1.resize(length);
+    // Spans hold UTF-8 (OTP 25 reads atoms as Latin-1 only): :"é" is one byte there, two here.
+    out.clear();
+    for (unsigned char c : latin1) {
+      if (c < 0x80) {
+        out += static_cast<char>(c);
+      } else {
+        out += static_cast<char>(0xC0 | (c >> 6));
+        out += static_cast<char>(0x80 | (c & 0x3F));
+      }
+    }
     return true;
   }
   return false;
@@ -129,12 +139,14 @@ struct Stopped {
 
 ErlNifResourceType* stopped_type = nullptr;
 
+// Spans a normal scheduler may destroy at once (given out or not, each costs its destructor).
+constexpr size_t kFreeOnScheduler = 4096;
+
 void destroy_stopped(ErlNifEnv*, void* memory) {
   Stopped* stopped = std::exchange(*static_cast<Stopped**>(memory), nullptr);
   if (!stopped) return;
-  // Many spans left (a caller that died while taking them): freed off the scheduler.
-  constexpr size_t kFreeHere = 4096;
-  if (stopped->trace.spans.size() - stopped->next <= kFreeHere || !launch_pool().post([stopped] { delete stopped; }))
+  // Many spans (given out or not: each is still destroyed): freed off the scheduler.
+  if (stopped->trace.spans.size() <= kFreeOnScheduler || !launch_pool().post([stopped] { delete stopped; }))
     delete stopped;
 }
 
@@ -171,7 +183,7 @@ PB_NIF(nif_trace_stop) {
 }
 
 PB_NIF(nif_trace_spans) {
-  return guarded(env, "Plugboard.Trace.stop", [&]() -> ERL_NIF_TERM {
+  return guarded(env, "Plugboard.Trace.stop (trace_spans)", [&]() -> ERL_NIF_TERM {
     (void)argc;
     void* memory = nullptr;
     if (!enif_get_resource(env, argv[0], stopped_type, &memory) || !*static_cast<Stopped**>(memory))
@@ -190,7 +202,12 @@ PB_NIF(nif_trace_spans) {
       spent += 1 + static_cast<int64_t>(span.args.size());
       spans.push_back(make_span(env, keys, span));
     }
-    if (stopped.next == all.size()) std::vector<trace::Span>().swap(all);
+    if (stopped.next == all.size()) {  // all given out: the spans left behind go on a launch-pool thread
+      auto given_out = std::make_shared<std::vector<trace::Span>>(std::move(all));
+      all = {};
+      // The task holds the only reference, so the pool thread frees them (here only if it cannot post).
+      if (given_out->size() > kFreeOnScheduler) (void)launch_pool().post([left = std::move(given_out)] {});
+    }
     return enif_make_list_from_array(env, spans.data(), static_cast<unsigned>(spans.size()));
   });
 }

@@ -263,6 +263,17 @@ defmodule Plugboard.TraceTest do
     assert Enum.find(doc["traceEvents"], &(&1["name"] == "outer \"quoted\"\n"))["args"]["bad"] == "\uFFFDx"
   end
 
+  test "atoms with Latin-1 letters reach the trace as UTF-8 (the VM hands them to a NIF as Latin-1)" do
+    :ok = Trace.start()
+    t0 = Trace.now()
+    :ok = Trace.record(:"café", "test", t0, t0 + 5, %{"naïve": :"crème"})
+    {:ok, t} = Trace.stop()
+    check!(t)
+    assert [span] = named(t, "café")
+    assert span.args == %{"naïve" => "crème"}
+    assert String.valid?(span.name) and String.valid?(span.args["naïve"])
+  end
+
   test "several traces make one document with a process each" do
     :ok = Trace.start(process_name: "a")
     Trace.span("in a", "test", fn -> :ok end)

@@ -126,8 +126,8 @@ defmodule Plugboard.Trace do
 
     case result do
       {:ok, fields, stopped} ->
-        fields = fields |> Map.put(:node, node()) |> Map.put(:spans, spans(stopped, []))
-        {:ok, struct!(__MODULE__, fields)}
+        with {:ok, spans} <- spans(stopped, []),
+             do: {:ok, struct!(__MODULE__, fields |> Map.put(:node, node()) |> Map.put(:spans, spans))}
 
       {:error, %Error{message: m} = e} ->
         {:error, %{e | message: "Plugboard.Trace.stop: " <> m}}
@@ -139,8 +139,10 @@ defmodule Plugboard.Trace do
 
   defp spans(stopped, chunks) do
     case Native.trace_spans(stopped, @chunk) do
-      [] -> chunks |> Enum.reverse() |> Enum.concat()
+      [] -> {:ok, chunks |> Enum.reverse() |> Enum.concat()}
       chunk when is_list(chunk) -> spans(stopped, [chunk | chunks])
+      # The NIF could not build a chunk (out of memory): the trace is lost, and the error says so.
+      {:error, %Error{message: m} = e} -> {:error, %{e | message: "Plugboard.Trace.stop: " <> m}}
     end
   end
 
