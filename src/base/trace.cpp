@@ -384,9 +384,10 @@ void record(std::string_view name, std::string_view category, int64_t start_ns, 
   }
 }
 
-Expected<Trace> stop() noexcept {
-  if (on())
-    for (internal::Collector* c : collector_list()) c->stopping();
+namespace {
+
+// stop() once the collectors have had their say: ends recording and gathers what was recorded.
+Expected<Trace> stop_recording() noexcept {
   return no_throw("stopping a trace", [&]() -> Expected<Trace> {
     Session& s = session();
     std::vector<std::shared_ptr<ThreadBuffer>> buffers;
@@ -424,6 +425,17 @@ Expected<Trace> stop() noexcept {
     return trace;
   });
 }
+
+}  // namespace
+
+Expected<Trace> stop() noexcept {
+  if (on())
+    for (internal::Collector* c : collector_list()) c->stopping();
+  Expected<Trace> stopped = stop_recording();
+  for (internal::Collector* c : collector_list()) c->stopped();
+  return stopped;
+}
+
 
 Expected<std::string> Trace::to_json() const noexcept {
   return no_throw("writing a trace as JSON", [&]() -> Expected<std::string> {

@@ -45,6 +45,8 @@ class Collector {
  public:
   virtual void started() noexcept = 0;
   virtual void stopping() noexcept = 0;
+  // After recording has ended: what started since stopping() (a race with stop()) is ended here.
+  virtual void stopped() noexcept {}
 
  protected:
   ~Collector() = default;

@@ -65,6 +65,7 @@ class Registry final : public trace::internal::Collector {
   void started() noexcept override {
     try {
       std::lock_guard lock(mutex_);
+      if (!trace::on()) return;  // stopped again before this ran: stopped() has seen to it
       for (Entry& e : entries_) {
         if (e.running) finish(e, /*collect=*/false);  // a profiler of an earlier trace: never collected
         start(e);
@@ -73,11 +74,31 @@ class Registry final : public trace::internal::Collector {
     }
   }
 
+  // A profiler started while the trace was stopping (a client made then, or a start() that raced
+  // with the stop) is stopped and destroyed here, uncollected: none outlives its trace.
+  void stopped() noexcept override {
+    try {
+      std::lock_guard lock(mutex_);
+      if (trace::on()) return;  // a new trace already: its profilers
+      for (Entry& e : entries_) {
+        try {
+          if (e.running) finish(e, /*collect=*/false);
+        } catch (...) {
+        }
+      }
+    } catch (...) {
+    }
+  }
+
   void stopping() noexcept override {
     try {
       std::lock_guard lock(mutex_);
-      for (Entry& e : entries_)
-        if (e.running) finish(e, /*collect=*/true);
+      for (Entry& e : entries_) {
+        try {  // one plugin's failure leaves the others' profilers to be finished
+          if (e.running) finish(e, /*collect=*/true);
+        } catch (...) {
+        }
+      }
     } catch (...) {
     }
   }
@@ -120,7 +141,13 @@ class Registry final : public trace::internal::Collector {
     e.running = nullptr;
     Status stopped = abi::profiler_stop(api, *e.table, p);
     Expected<std::string> data = make_error(Code::kCancelled, "not collected");
-    if (stopped && collect) data = abi::profiler_collect(api, *e.table, p, kMaxProfileBytes);
+    if (stopped && collect) {
+      try {  // the data is copied (up to kMaxProfileBytes): the profiler is destroyed whatever happens
+        data = abi::profiler_collect(api, *e.table, p, kMaxProfileBytes);
+      } catch (...) {
+        data = make_error(Code::kResourceExhausted, "no memory for the profile data of " + e.plugin->path().string());
+      }
+    }
     Status destroyed = abi::profiler_destroy(api, *e.table, p);
     if (!collect) return;
     if (!stopped) return summary(e, e.started_ns, {}, &stopped.error());
