@@ -15,7 +15,9 @@
 # with the sanitizers too, into a build root of its own, and ExUnit runs with the ASan runtime
 # preloaded into the VM (the BEAM itself is not instrumented; leak checks are off, since the VM does
 # not free everything at exit; tests tagged glibc_malloc, which check glibc's allocator as the NIF tunes
-# it, are excluded: ASan replaces it). The release test runs in the regular pass only.
+# it, are excluded: ASan replaces it; so are tests tagged sanitizer_speed, whose count depends on how
+# fast native code runs against a time budget, several times slower under ASan). The release test
+# runs in the regular pass only.
 #
 #   scripts/test_elixir.sh [--sanitize] [BUILD_DIR]
 set -euo pipefail
@@ -41,7 +43,7 @@ if [ $sanitize -eq 1 ]; then
   asan=$(gcc -print-file-name=libasan.so)
   (cd "$root/bindings/elixir/plugboard" && MIX_ENV=test MIX_BUILD_ROOT="$build/elixir-build" PLUGBOARD_NIF_SANITIZE=ON PLUGBOARD_EXPECT_TELEMETRY=0 \
      LD_PRELOAD="$asan" ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=1" \
-     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" mix test --exclude glibc_malloc)
+     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" mix test --exclude glibc_malloc --exclude sanitizer_speed)
   echo "[elixir] no sanitizer report"
   exit 0
 fi
