@@ -156,15 +156,15 @@ defmodule Plugboard.Application do
   # The trace configuration as {:ok, path, Plugboard.Trace.start/1 options} or an error.
   def trace_config(path) when is_binary(path), do: {:ok, path, []}
 
-  def trace_config(config) when is_list(config) do
-    case {Keyword.keyword?(config) && Keyword.get(config, :path), Keyword.keyword?(config) && Keyword.keys(config) -- [:path, :max_spans]} do
-      {path, []} when is_binary(path) -> {:ok, path, Keyword.take(config, [:max_spans])}
+  def trace_config(config) do
+    with true <- Keyword.keyword?(config),
+         path when is_binary(path) <- Keyword.get(config, :path),
+         [] <- Keyword.keys(config) -- [:path, :max_spans] do
+      {:ok, path, Keyword.take(config, [:max_spans])}
+    else
       _ -> {:error, Plugboard.Error.new(:invalid_argument, "config :plugboard, trace: must be a path or [path: path, max_spans: n], got #{inspect(config, limit: 5)}")}
     end
   end
-
-  def trace_config(other),
-    do: {:error, Plugboard.Error.new(:invalid_argument, "config :plugboard, trace: must be a path or [path: path, max_spans: n], got #{inspect(other, limit: 5)}")}
 
   # The configured trace, stopped and written to its path (an error names the path, in the log).
   defp stop_trace do
