@@ -22,7 +22,7 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
     -DCMAKE_C_FLAGS=-fsanitize=thread -DCMAKE_CXX_FLAGS=-fsanitize=thread \
     -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread
 fi
-cmake --build "$build" --target ordered_delivery_test callback_test facade_test fetch_test plugin_test bundle_test compile_cache_test key_value_store_test trace_test plugboard \
+cmake --build "$build" --target ordered_delivery_test callback_test facade_test fetch_test plugin_test bundle_test compile_cache_test key_value_store_test trace_test inline_launch_judge_test plugboard \
   --parallel "$(nproc)"
 export TSAN_OPTIONS="halt_on_error=1:ignore_noninstrumented_modules=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp"
 "$build/tests/ordered_delivery_test"
@@ -33,6 +33,7 @@ export TSAN_OPTIONS="halt_on_error=1:ignore_noninstrumented_modules=1:second_dea
 "$build/tests/bundle_test" --gtest_filter='Assemble.Concurrent*'
 "$build/tests/compile_cache_test" --gtest_filter='CompileCacheConcurrency.*'
 "$build/tests/trace_test" --gtest_filter='TraceRecorderThreads.*:TraceOnPlugin.*'
+"$build/tests/inline_launch_judge_test" --gtest_filter='*Concurrent*'
 "$build/tests/key_value_store_test" --gtest_filter='*Threads.*:KvCallbacks.GetWaitsForAPutFromAnotherThread:InMemoryKeyValueStore.GetWaiting*'
 files="$deps/files"
 "$root/tests/cli_callbacks_test.sh" "$build/tools/plugboard/plugboard" "$root/examples" "$build/cli_callbacks_work" \

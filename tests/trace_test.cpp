@@ -341,6 +341,58 @@ TEST_P(TraceOnPlugin, OffTheLibraryRecordsNothing) {
   EXPECT_TRUE(t->spans.empty()) << t->spans.size() << " span(s), the first " << t->spans[0].name;
 }
 
+const char kMatmul[] = R"mlir(
+module @traced_matmul attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%a: tensor<256x256xf32>) -> tensor<256x256xf32> {
+    %0 = stablehlo.dot_general %a, %a, contracting_dims = [1] x [0] : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
+    return %0 : tensor<256x256xf32>
+  }
+}
+)mlir";
+
+// An execution's outcome handed on from a callback on its event, and the trace stopped there (what
+// a caller does that stops tracing as soon as its result arrives): the execution's span on the
+// device's track is in that trace. A plugin may run an event's callbacks in any order, and XLA runs
+// the latest registered first, before the span's own callback: the span is ended by whoever hands
+// the outcome on (finish_span, as the facade's on_complete and await do). Before that, such a trace
+// lost the span (plugboard_nx's traced training step failed now and then in CI).
+TEST_P(TraceOnPlugin, AnOutcomeHandedOnFromItsEventFindsTheDeviceSpanRecorded) {
+  auto client = testing::make_client(GetParam().path);
+  ASSERT_TRUE(client);
+  auto program = Program::from_bytes(kMatmul, "matmul.mlir");
+  ASSERT_TRUE(program);
+  auto exe = client->compile(*program);
+  ASSERT_TRUE(exe) << exe.error().to_string();
+  std::vector<float> a(256 * 256, 0.5f);
+  const std::vector<int64_t> dims = {256, 256};
+  auto x = client->buffer_from_host(std::as_bytes(std::span(a)), DType::kF32, dims);
+  ASSERT_TRUE(x);
+  Buffer* args[] = {&*x};
+  int asynchronous = 0;
+  for (int round = 0; round < 8; ++round) {
+    ASSERT_TRUE(trace::start());
+    auto run = (*exe)->execute_async(args);
+    ASSERT_TRUE(run) << run.error().to_string();
+    ASSERT_TRUE(run->device_span);
+    if (!run->done.is_ready()) ++asynchronous;
+    std::latch stopped(1);
+    Expected<trace::Trace> t = std::unexpected(Error(Code::kUnknown, "not stopped"));
+    PB_ASSERT_OK(run->done.on_ready([&, span = run->device_span](Status s) {
+      finish_span(span, s);
+      t = trace::stop();
+      stopped.count_down();
+    }));
+    stopped.wait();
+    ASSERT_TRUE(t) << t.error().to_string();
+    const auto on_device = std::count_if(t->spans.begin(), t->spans.end(), [](const trace::Span& s) {
+      return s.name == "execute" && s.category == "device";
+    });
+    EXPECT_EQ(on_device, 1) << "round " << round;
+    PB_ASSERT_OK(run->done.await());
+  }
+  EXPECT_GT(asynchronous, 0) << "every execution finished inside its launch: the case is not exercised";
+}
+
 TEST_P(TraceOnPlugin, RunIsTracedAndTheTraceChecks) {
   const testing::ScratchDir cache_dir;
   Recording r;

@@ -40,6 +40,7 @@ Status CallbackExecution::await() {
                                                      "itself: use on_complete there");
   Status executed = done_.await();
   PB_HAPPENS_AFTER(state_.get());
+  finish_span(state_->device_span, executed);
   // Every ordered call of this execution was posted before the plugin's event fired (the handler
   // posts before it returns), so waiting for the latest ticket covers them all.
   state_->receiver->delivery().wait_for(state_->last_ticket.load());
@@ -99,6 +100,7 @@ namespace {
 // or queued, it runs here.
 void complete_after_ordered_calls(std::shared_ptr<internal::ExecutionState> state, Status executed) noexcept {
   PB_HAPPENS_AFTER(state.get());
+  finish_span(state->device_span, executed);
   const std::shared_ptr<std::latch> completed = state->completed;
   OrderedDelivery& queue = state->receiver->delivery();  // the task keeps the receiver alive
   std::function<void()> task;
@@ -224,6 +226,7 @@ Expected<CallbackExecution> execute_with_callbacks_async(const Executable& execu
     }
     run.outputs = std::move(started->outputs);
     run.done_ = std::move(started->done);
+    state->device_span = std::move(started->device_span);
     // The execution holds the state (context, receiver, program). Awaited, it completes on the
     // caller's thread; dropped unfinished or given an on_complete, it queues its completion behind
     // its ordered calls, and the plugin's event keeps the state until it fires.

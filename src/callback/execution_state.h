@@ -25,6 +25,7 @@ struct ExecutionState : std::enable_shared_from_this<ExecutionState> {
   std::atomic<uint64_t> last_ticket{0};    // the delivery ticket of the latest ordered call
   std::atomic<uint64_t> blocking_calls{0};
   PooledContext context;  // given back to its pool with the state, once the plugin is done
+  std::shared_ptr<SpanUntilReady> device_span;  // ended before the outcome is handed on (traced_event.h)
 
   std::mutex mutex;
   std::optional<Error> ordered_error;         // the first ordered callback that failed

@@ -120,6 +120,7 @@ Expected<Execution> Executable::execute(std::span<Buffer* const> args, const Exe
       PB_ASSIGN_OR_RETURN(plugboard::Execution run, impl_->executable->execute_async(runtime_span, runtime_options));
       outputs = std::move(run.outputs);
       impl->done = std::move(run.done);
+      impl->device_span = std::move(run.device_span);
     }
     impl->outputs.reserve(outputs.size());
     for (plugboard::Buffer& b : outputs) impl->outputs.push_back(wrap_buffer(std::move(b)));
@@ -163,6 +164,7 @@ Expected<std::vector<Execution>> Executable::execute_partitioned(std::span<const
       auto impl = std::make_unique<Execution::Impl>();
       impl->executable = impl_->executable;
       impl->done = std::move(run.done);
+      impl->device_span = std::move(run.device_span);
       impl->outputs.reserve(run.outputs.size());
       for (plugboard::Buffer& b : run.outputs) impl->outputs.push_back(wrap_buffer(std::move(b)));
       out.emplace_back(std::move(impl));

@@ -54,7 +54,9 @@ Status Execution::await() noexcept {
     if (impl_->with_callbacks) {
       impl_->result = impl_->with_callbacks->await();
     } else {
-      impl_->result = annotate(impl_->done.await(), "executing " + impl_->executable->name());
+      Status executed = impl_->done.await();
+      finish_span(impl_->device_span, executed);
+      impl_->result = annotate(std::move(executed), "executing " + impl_->executable->name());
     }
     return *impl_->result;
   });
@@ -74,7 +76,8 @@ Status Execution::on_complete(std::function<void(Status)> done) noexcept {
       return ok();
     }
     // The event's callback keeps the program alive and hands the outcome to a delivery thread.
-    return impl_->done.on_ready([done = std::move(done), keep = impl_->executable](Status s) mutable {
+    return impl_->done.on_ready([done = std::move(done), keep = impl_->executable, span = impl_->device_span](Status s) mutable {
+      finish_span(span, s);
       try {
         deliver_on_pool(std::move(done), annotate(std::move(s), "executing " + keep->name()));
       } catch (...) {

@@ -40,6 +40,7 @@ struct Execution::Impl {
   std::shared_ptr<plugboard::Executable> executable;
   std::optional<plugboard::CallbackExecution> with_callbacks;  // or, without callbacks:
   plugboard::Event done;
+  std::shared_ptr<plugboard::SpanUntilReady> device_span;  // ended before the outcome is handed on
   std::optional<Status> result;
   bool on_complete_taken = false;
   ~Impl();

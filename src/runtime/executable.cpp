@@ -455,7 +455,7 @@ Expected<Execution> Executable::execute_async(std::span<Buffer* const> args, con
     PB_RETURN_IF_ERROR(launch(args, options, slots.data(), complete));
 
     result.done = Event(client_, complete[0]);
-    if (span) finish_when_ready(result.done, device_span(name_, span.start_ns(), options.device), device_track(*client_, options.device));
+    if (span) result.device_span = finish_when_ready(result.done, device_span(name_, span.start_ns(), options.device), device_track(*client_, options.device));
     if (Status adopted = adopt_outputs(slots.data(), result.outputs, options.device); !adopted) {
       // The plugin gave outputs plugboard cannot take. The execution is running: an error returned
       // now would let the caller release what it uses (an execute context, host callbacks' state).
@@ -570,7 +570,7 @@ Expected<std::vector<Execution>> Executable::execute_partitioned(std::span<const
     Status adopted = ok();
     for (size_t k = 0; k < n_dev; ++k) {
       result[k].done = Event(client_, complete[k]);
-      if (span) finish_when_ready(result[k].done, device_span(name_, span.start_ns(), devices_[k]), device_track(*client_, devices_[k]));
+      if (span) result[k].device_span = finish_when_ready(result[k].done, device_span(name_, span.start_ns(), devices_[k]), device_track(*client_, devices_[k]));
       // Every device's outputs get owners, even after one device's are refused: none may leak.
       Status st = adopt_outputs(raw_outputs[k].data(), result[k].outputs, devices_[k], /*dims_from_buffers=*/true);
       if (!st && adopted) adopted = annotate(std::move(st), "device " + std::to_string(devices_[k]));

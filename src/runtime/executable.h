@@ -14,6 +14,7 @@
 #include "runtime/buffer.h"
 #include "runtime/event.h"
 #include "runtime/pjrt_handles.h"
+#include "runtime/traced_event.h"
 
 extern "C" {
 struct PJRT_ExecuteOptions;  // filled by Executable's launches (pjrt_c_api.h)
@@ -86,6 +87,9 @@ struct ExecuteOptions {
 struct Execution {
   std::vector<Buffer> outputs;
   Event done;
+  // Its span on the device's track while a trace records (else null): whoever hands `done`'s outcome
+  // on ends it first (finish_span), so that the span is in a trace stopped once the outcome arrived.
+  std::shared_ptr<SpanUntilReady> device_span;
 };
 
 class Executable : public std::enable_shared_from_this<Executable> {

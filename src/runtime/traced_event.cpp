@@ -1,20 +1,27 @@
 #include "runtime/traced_event.h"
 
-#include <memory>
 #include <string>
 
 namespace plugboard {
 
-void finish_when_ready(const Event& event, trace::Deferred span, trace::Track track) noexcept {
-  if (!span) return;
+void SpanUntilReady::finish(const Status& outcome) noexcept {
+  if (finished_.exchange(true, std::memory_order_acq_rel)) return;
   try {
-    auto held = std::make_shared<trace::Deferred>(std::move(span));  // std::function needs a copyable callable
-    const Status registered = event.on_ready([held, track](Status s) {
-      held->arg("status", s ? std::string("ok") : code_name(s.error().code()));
-      held->finish(track);
-    });
-    if (!registered) held->finish(track);
+    span_.arg("status", outcome ? std::string("ok") : code_name(outcome.error().code()));
   } catch (...) {
+  }
+  span_.finish(track_);
+}
+
+std::shared_ptr<SpanUntilReady> finish_when_ready(const Event& event, trace::Deferred span, trace::Track track) noexcept {
+  if (!span) return nullptr;
+  try {
+    auto held = std::make_shared<SpanUntilReady>(std::move(span), track);
+    const Status registered = event.on_ready([held](Status s) { held->finish(s); });
+    if (!registered) held->finish(registered);
+    return held;
+  } catch (...) {
+    return nullptr;
   }
 }
 

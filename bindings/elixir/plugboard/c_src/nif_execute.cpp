@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "callback_route.h"
+#include "inline_launch_judge.h"
 #include "nif_functions.h"
 #include "plugboard/trace.h"
 #include "reply_gate.h"
@@ -26,13 +27,9 @@ namespace plugboard::nif {
 namespace {
 
 // A launch on the calling scheduler: only for programs under this many bytes of arguments and results
-// (compile_policy.h decides the rest), and only while launches there stay under the budget. Two
-// launches in a row over it, or one far over it, send every later execution of that executable to
-// the launch pool. (Wall time: one overrun may be the OS preempting the scheduler thread; a program
-// that is really slow overruns every time.)
+// (compile_policy.h decides the rest), and only while the executable's launches stay quick
+// (inline_launch_judge.h).
 constexpr size_t kInlineArgumentBytes = 64 * 1024;
-constexpr auto kInlineBudget = std::chrono::microseconds(500);
-constexpr auto kInlineFarOver = std::chrono::milliseconds(20);
 
 // Executions started and not complete yet, on every client. XLA's clients make a launch wait while a
 // device has its most executions in flight (a semaphore in the client's execute path), whatever the
@@ -48,13 +45,13 @@ struct InFlight {
   InFlight& operator=(const InFlight&) = delete;
 };
 
-void judge_inline_launch(ExecutableResource& exe, std::chrono::steady_clock::duration took) {
-  if (took <= kInlineBudget) {
-    if (exe.inline_overruns.load(std::memory_order_relaxed) != 0) exe.inline_overruns.store(0, std::memory_order_relaxed);
-    return;
-  }
-  if (took > kInlineFarOver || exe.inline_overruns.fetch_add(1, std::memory_order_relaxed) >= 1)
-    exe.may_launch_inline.store(false, std::memory_order_relaxed);
+// Runs `launch` (one call into the plugin's execute) and gives its wall time to `judge`.
+template <typename Fn>
+auto judged(InlineLaunchJudge& judge, Fn&& launch) {
+  const auto started = std::chrono::steady_clock::now();
+  auto outcome = launch();
+  judge.judge(std::chrono::steady_clock::now() - started);
+  return outcome;
 }
 
 ERL_NIF_TERM make_outputs(ErlNifEnv* env, std::vector<api::Buffer>& outputs, const std::shared_ptr<const api::Client>& client) {
@@ -188,6 +185,7 @@ Expected<std::vector<CallRoute>> get_routes(ErlNifEnv* env, ERL_NIF_TERM list) {
 struct Launch {
   std::shared_ptr<const api::Client> client;  // the executable's
   api::Executable executable;
+  std::shared_ptr<InlineLaunchJudge> judge;  // the executable's
   Arguments args;
   api::ExecuteOptions options;
   std::shared_ptr<Completion> completion;
@@ -207,9 +205,9 @@ struct Launch {
     return execution.on_complete([completion_ref](Status s) { completion_ref->send(std::move(s)); });
   }
 
-  // On a launch-pool thread.
+  // On a launch-pool thread: judged as well, so that an executable sent here can come back inline.
   void start() {
-    Expected<api::Execution> execution = begin();
+    Expected<api::Execution> execution = judged(*judge, [this] { return begin(); });
     Status reported = execution ? report_on_completion(*execution) : Status(std::unexpected(std::move(execution).error()));
     if (!reported) completion->send(std::move(reported));
   }
@@ -274,7 +272,7 @@ PB_NIF(nif_execute) {
     if (anyone_answering() && answering_for(*caller, exe->client.get(), run_devices(exe->executable, static_cast<int>(*device))))
       return make_error(env, waits_for_itself());
 
-    Launch here{exe->client, exe->executable, {}, {}, nullptr};
+    Launch here{exe->client, exe->executable, exe->launch_judge, {}, {}, nullptr};
     here.options.device = static_cast<int>(*device);
     here.options.donate = std::move(*donate);
     std::shared_ptr<ReplyGate> gate;
@@ -295,12 +293,10 @@ PB_NIF(nif_execute) {
     here.args = std::move(*args);
 
     const bool launch_here = !gate && here.args.bytes <= kInlineArgumentBytes &&
-                             exe->may_launch_inline.load(std::memory_order_relaxed) &&
+                             exe->launch_judge->may_launch_inline() &&
                              executions_in_flight.load(std::memory_order_relaxed) < kInlineWhileInFlightBelow;
     if (launch_here) {
-      const auto started = std::chrono::steady_clock::now();
-      Expected<api::Execution> execution = here.begin();
-      judge_inline_launch(*exe, std::chrono::steady_clock::now() - started);
+      Expected<api::Execution> execution = judged(*exe->launch_judge, [&here] { return here.begin(); });
       if (!execution) return make_error(env, execution.error());
       // The plugin ran it inside execute() (small programs on CPU): the outputs go back at once.
       if (execution->finished()) {

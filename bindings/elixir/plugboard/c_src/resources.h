@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "inline_launch_judge.h"
 #include "plugboard/plugboard.h"
 #include "terms.h"
 
@@ -72,16 +73,16 @@ struct ClientResource {
   std::vector<std::unique_ptr<Watcher>> watchers_;
 };
 
-// How executions of an executable may start (nif_execute.cpp): on the calling scheduler only when
-// nothing about the program says it could run long, and never again once launches there did.
+// An executable, and where its executions start (nif_execute.cpp): on the calling scheduler only
+// when nothing about the program says it could run long and its launches stay quick
+// (inline_launch_judge.h).
 struct ExecutableResource {
   ExecutableResource(std::shared_ptr<const api::Client> c, api::Executable e, bool inline_ok)
-      : client(std::move(c)), executable(std::move(e)), may_launch_inline(inline_ok) {}
+      : client(std::move(c)), executable(std::move(e)), launch_judge(std::make_shared<InlineLaunchJudge>(inline_ok)) {}
   ~ExecutableResource();  // the executable and the client go on a launch-pool thread
   std::shared_ptr<const api::Client> client;  // declared first: destroyed after the executable
   api::Executable executable;
-  std::atomic<bool> may_launch_inline;
-  std::atomic<int> inline_overruns{0};  // consecutive launches on a scheduler over the budget
+  std::shared_ptr<InlineLaunchJudge> launch_judge;  // shared with launches on the pool, which judge it too
 };
 
 // What a buffer's memory is, as far as donation goes: its own, or memory it only views (never donated).

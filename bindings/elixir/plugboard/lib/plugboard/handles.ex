@@ -32,7 +32,9 @@ defmodule Plugboard.Executable do
   persistent compile cache) or `:precompiled` (the release's bundle, `precompile:`), loaded in
   `compile_ms`; `notes` names cache entries refused on the way. `launch` says where its executions
   start: `:inline` on the calling scheduler (nothing in the program says it could run long: no loops,
-  custom calls, host callbacks, collectives or SPMD partitioning, small results; one launch over 0.5 ms sends later ones to a thread),
+  custom calls, host callbacks, collectives or SPMD partitioning, small results; two launches in a
+  row over 0.5 ms, or one over 20 ms, send later ones to a thread until 16 in a row there stay within
+  0.5 ms: the README's "Elixir: one release, N accelerator targets"),
   or `:thread` on one of plugboard's threads. `devices` lists the device indices it was compiled
   for, partition by partition (one; several for `partitions:`, run with `Plugboard.run_partitioned/3`;
   none for a portable program). `target` is its client's (`Plugboard.Client`). Safe to run from any
