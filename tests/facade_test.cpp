@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -157,6 +158,51 @@ TEST_P(FacadeTest, ExecuteReportsCompletionOnADeliveryThreadWithoutAWaitingThrea
   // A second on_complete is refused; await() after completion returns the same outcome.
   EXPECT_EQ(run->on_complete([](Status) {}).error().code(), Code::kFailedPrecondition);
   EXPECT_TRUE(run->await());
+}
+
+const char kMatmul[] = R"mlir(
+module @facade_matmul attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%a: tensor<256x256xf32>) -> tensor<256x256xf32> {
+    %0 = stablehlo.dot_general %a, %a, contracting_dims = [1] x [0] : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
+    return %0 : tensor<256x256xf32>
+  }
+}
+)mlir";
+
+// A trace stopped as soon as an execution's outcome arrives, through on_complete's function or
+// await(), holds the execution's span on the device's track (the NIF stops a trace that way: the
+// span is ended before the outcome is handed on, whatever order the plugin runs its callbacks in).
+TEST_P(FacadeTest, ATraceStoppedAsTheOutcomeArrivesHasTheDeviceSpan) {
+  Executable exe = compile(kMatmul);
+  const std::vector<float> ones(256 * 256, 0.5f);
+  const int64_t square[] = {256, 256};
+  auto matrix = client_->copy_to_device(bytes_of(ones), DType::kF32, square);
+  ASSERT_TRUE(matrix) << matrix.error().to_string();
+  Buffer* args[] = {&*matrix};
+  auto device_spans = [](const plugboard::trace::Trace& t) {
+    return std::count_if(t.spans.begin(), t.spans.end(),
+                         [](const plugboard::trace::Span& s) { return s.name == "execute" && s.category == "device"; });
+  };
+  for (int round = 0; round < 6; ++round) {
+    const bool through_on_complete = round % 2 == 0;
+    ASSERT_TRUE(plugboard::trace::start());
+    auto run = exe.execute(args);
+    ASSERT_TRUE(run) << run.error().to_string();
+    Expected<plugboard::trace::Trace> t = std::unexpected(Error(Code::kUnknown, "not stopped"));
+    if (through_on_complete) {
+      std::promise<void> stopped;
+      ASSERT_TRUE(run->on_complete([&](Status) {
+        t = plugboard::trace::stop();
+        stopped.set_value();
+      }));
+      stopped.get_future().wait();
+    } else {
+      EXPECT_TRUE(run->await());
+      t = plugboard::trace::stop();
+    }
+    ASSERT_TRUE(t) << t.error().to_string();
+    EXPECT_EQ(device_spans(*t), 1) << "round " << round << (through_on_complete ? " (on_complete)" : " (await)");
+  }
 }
 
 // Traces as an embedder (the Elixir NIF) reaches them: plugboard/trace.h, exported by libplugboard.so.

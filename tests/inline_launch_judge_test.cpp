@@ -102,6 +102,9 @@ TEST(InlineLaunchJudge, ConcurrentLaunchesAreJudgedWithoutARace) {
   for (int t = 0; t < 4; ++t) threads.emplace_back([&] { launches(judge, kFast, 1000); });
   for (auto& t : threads) t.join();
   EXPECT_TRUE(judge.may_launch_inline());
+  // One thread alone brought it back: the count doubled once (two threads crossing the threshold
+  // together used to double it twice).
+  EXPECT_EQ(judge.come_back_after(), 2 * InlineLaunchJudge::kFirstComeBackAfter);
 }
 
 }  // namespace

@@ -109,7 +109,7 @@ Status Buffer::to_host(std::span<std::byte> dst) const noexcept {
     Status copied = event.await();
     // Ended here, when the wait returns: no continuation is registered with the plugin for it.
     if (on_device)
-      on_device.arg("status", copied ? std::string("ok") : code_name(copied.error().code()))
+      on_device.arg("status", trace_status(copied))
           .finish(client_->devices()[static_cast<size_t>(device_index_)].trace_track);
     return copied;
   });

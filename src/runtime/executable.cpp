@@ -459,7 +459,7 @@ Expected<Execution> Executable::execute_async(std::span<Buffer* const> args, con
     if (Status adopted = adopt_outputs(slots.data(), result.outputs, options.device); !adopted) {
       // The plugin gave outputs plugboard cannot take. The execution is running: an error returned
       // now would let the caller release what it uses (an execute context, host callbacks' state).
-      (void)result.done.await();
+      finish_span(result.device_span, result.done.await());
       return std::unexpected(std::move(adopted).error());
     }
     return result;
@@ -488,7 +488,7 @@ Status Executable::execute_into(std::span<Buffer* const> args, std::vector<Buffe
       destroy.event = complete[0];
       (void)PB_PJRT_CALL(api, PJRT_Event_Destroy, destroy);
     }
-    if (on_device) on_device.arg("status", done ? std::string("ok") : code_name(done.error().code())).finish(device_track(*client_, options.device));
+    if (on_device) on_device.arg("status", trace_status(done)).finish(device_track(*client_, options.device));
     if (!done) {
       // The execution failed: its outputs are released and the caller's storage (which may hold
       // this call's arguments) is left as it was.
@@ -577,7 +577,7 @@ Expected<std::vector<Execution>> Executable::execute_partitioned(std::span<const
     }
     if (!adopted) {
       // The execution is running: an error returned now would let the caller release what it uses.
-      for (Execution& e : result) (void)e.done.await();
+      for (Execution& e : result) finish_span(e.device_span, e.done.await());
       return std::unexpected(std::move(adopted).error());
     }
     return result;

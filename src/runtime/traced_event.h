@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
 
 #include "base/status.h"
 #include "base/trace.h"
@@ -15,20 +16,27 @@ namespace plugboard {
 // outcome on ends it first. A plugin may run an event's callbacks in any order (XLA runs the last
 // registered first), so an execution's outcome could reach its caller, and the caller stop the
 // trace, before the span's own callback ran: whoever delivers the outcome ends the span first.
+// (Executions only: a copy's span on the device track still ends from its event alone.)
 class SpanUntilReady {
  public:
   SpanUntilReady(trace::Deferred span, trace::Track track) : span_(std::move(span)), track_(track) {}
   SpanUntilReady(const SpanUntilReady&) = delete;
   SpanUntilReady& operator=(const SpanUntilReady&) = delete;
 
-  // Ends it now with `outcome` ("status": "ok" or the error's code); later calls do nothing.
+  // Ends it with `outcome` (trace_status) and returns once it is recorded: a call that finds another
+  // thread ending it waits for that thread to finish recording, so that whoever returns from here
+  // may stop the trace and find the span in it. Later calls do nothing.
   void finish(const Status& outcome) noexcept;
 
  private:
-  std::atomic<bool> finished_{false};
+  enum : int { kOpen, kFinishing, kFinished };
+  std::atomic<int> state_{kOpen};
   trace::Deferred span_;
   trace::Track track_;
 };
+
+// A span's "status" argument: "ok", or the error's code name.
+std::string trace_status(const Status& outcome);
 
 // Ends `span` on `track` when `event` fires (now, for an empty or fired event), on the thread that
 // fires it, unless the returned handle ended it first. Null (and nothing recorded) when the span is

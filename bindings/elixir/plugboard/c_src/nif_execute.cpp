@@ -185,7 +185,7 @@ Expected<std::vector<CallRoute>> get_routes(ErlNifEnv* env, ERL_NIF_TERM list) {
 struct Launch {
   std::shared_ptr<const api::Client> client;  // the executable's
   api::Executable executable;
-  std::shared_ptr<InlineLaunchJudge> judge;  // the executable's
+  std::shared_ptr<InlineLaunchJudge> judge;  // the executable's, when it sent this launch to the pool (else null)
   Arguments args;
   api::ExecuteOptions options;
   std::shared_ptr<Completion> completion;
@@ -205,9 +205,10 @@ struct Launch {
     return execution.on_complete([completion_ref](Status s) { completion_ref->send(std::move(s)); });
   }
 
-  // On a launch-pool thread: judged as well, so that an executable sent here can come back inline.
+  // On a launch-pool thread: judged when the judge sent it here, so that the executable can come back
+  // inline.
   void start() {
-    Expected<api::Execution> execution = judged(*judge, [this] { return begin(); });
+    Expected<api::Execution> execution = judge ? judged(*judge, [this] { return begin(); }) : begin();
     Status reported = execution ? report_on_completion(*execution) : Status(std::unexpected(std::move(execution).error()));
     if (!reported) completion->send(std::move(reported));
   }
@@ -272,7 +273,7 @@ PB_NIF(nif_execute) {
     if (anyone_answering() && answering_for(*caller, exe->client.get(), run_devices(exe->executable, static_cast<int>(*device))))
       return make_error(env, waits_for_itself());
 
-    Launch here{exe->client, exe->executable, exe->launch_judge, {}, {}, nullptr};
+    Launch here{exe->client, exe->executable, nullptr, {}, {}, nullptr};
     here.options.device = static_cast<int>(*device);
     here.options.donate = std::move(*donate);
     std::shared_ptr<ReplyGate> gate;
@@ -292,8 +293,8 @@ PB_NIF(nif_execute) {
     if (!args) return make_error(env, args.error());
     here.args = std::move(*args);
 
-    const bool launch_here = !gate && here.args.bytes <= kInlineArgumentBytes &&
-                             exe->launch_judge->may_launch_inline() &&
+    const bool judged_inline = exe->launch_judge->may_launch_inline();
+    const bool launch_here = !gate && here.args.bytes <= kInlineArgumentBytes && judged_inline &&
                              executions_in_flight.load(std::memory_order_relaxed) < kInlineWhileInFlightBelow;
     if (launch_here) {
       Expected<api::Execution> execution = judged(*exe->launch_judge, [&here] { return here.begin(); });
@@ -310,6 +311,7 @@ PB_NIF(nif_execute) {
       return answer("started", make_gate_term(env, gate));
     }
     if (!gate) gate = std::make_shared<ReplyGate>(*caller, argv[7]);
+    if (!judged_inline && exe->launch_judge->allowed()) here.judge = exe->launch_judge;
     auto launch = std::make_shared<Launch>(std::move(here));
     launch->completion = std::make_shared<Completion>(gate, exe->client);
     ERL_NIF_TERM gate_term = make_gate_term(env, gate);
