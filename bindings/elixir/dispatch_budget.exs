@@ -16,21 +16,23 @@
   margin: 0.03,
   paths: %{
     run: %{
-      path: "Plugboard.run!/2 of x + 1 (f32[4], launched inline): Plugboard.run/3's fast clause, start/9, Plugboard.Native.execute/8, await/2, Plugboard.Telemetry's run span",
-      # The same on the three CPU plugins.
+      path: "Plugboard.run!/2 of x + 1 (f32[4], launched inline): Plugboard.run/3's fast clause, start/9, Plugboard.Native.execute/8, await/2, Plugboard.Telemetry's run_events? check",
+      # The same on the three CPU plugins (16.2-16.4 with telemetry). 47.3 with telemetry before the
+      # per-run events became opt-in and the NIF took over the summary's run counts (issue 36).
       figures: [
-        {[otp: "25", elixir: "1.18", telemetry: true], 47.3},
+        {[otp: "25", elixir: "1.18", telemetry: true], 16.4},
         {[otp: "25", elixir: "1.14", telemetry: false], 16.1}
       ]
     },
     jit: %{
       path: "a cached Nx.Defn.jit call of x + 1 (f32[4], argument on the device): Nx.Defn's jit, Plugboard.Nx.__compile__/4 (client, options, Cache.key/4, the cache hit and its event), the run closure, Plugboard.run!",
-      # The largest of the three CPU plugins over three runs (299.9 to 300.6). 290.9 at issue 36's start;
-      # issue 35's later run path (donation, hooks:, merged in) took it to 295.3-297.2, and issue 36's
-      # one Plugboard.Trace.enabled?/0 per jit (2 calls, :cprof) to this. A first traced version that
-      # handed the run a map of what it needs instead of a closure measured 302.7-305.4.
+      # The largest of the three CPU plugins (264.3 to 267.4). 290.9 at issue 36's start; issue 35's
+      # later run path (donation, hooks:, merged in) took it to 295.3-297.2, issue 36's one
+      # Plugboard.Trace.enabled?/0 per jit (2 calls, :cprof) to 299.9-300.6, and the per-run events
+      # made opt-in (the NIF counting runs) down to this. A first traced version that handed the run
+      # a map of what it needs instead of a closure measured 302.7-305.4.
       figures: [
-        {[otp: "25", elixir: "1.18", telemetry: true, nx: "0.13.1"], 300.6}
+        {[otp: "25", elixir: "1.18", telemetry: true, nx: "0.13.1"], 267.4}
       ]
     }
   }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# What plugboard's :telemetry events cost on Plugboard.run!, per CPU plugin (bench/telemetry.exs: off
-# as without :telemetry, on with no handler, on with Plugboard.Telemetry.Summary). :telemetry comes
+# What plugboard's per-run :telemetry events cost on Plugboard.run!, per CPU plugin (bench/telemetry.exs: off
+# as by default, run_events on with no handler, run_events on with a handler). :telemetry comes
 # from Hex (scripts/hex_registry.sh's local registry, or hex.pm).
 #
 #   bindings/elixir/plugboard/bench/telemetry.sh [BUILD_DIR]      (after scripts/setup.sh)

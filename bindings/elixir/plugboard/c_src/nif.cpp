@@ -89,6 +89,7 @@ ErlNifFunc functions[] = {
     {"kv_call", 5, nif_kv_call, 0},
     {"open_distributed", 6, nif_open_distributed, 0},
     {"fail_call", 2, nif_fail_call, 0},
+    {"run_counts", 0, nif_run_counts, 0},
     // starts the plugins' own profilers too (CUPTI on CUDA): not on a normal scheduler
     {"trace_start", 2, nif_trace_start, ERL_NIF_DIRTY_JOB_IO_BOUND},
     {"trace_stop", 0, nif_trace_stop, ERL_NIF_DIRTY_JOB_CPU_BOUND},

@@ -21,6 +21,7 @@
 #include "plugboard/trace.h"
 #include "reply_gate.h"
 #include "resources.h"
+#include "run_counts.h"
 #include "work_pool.h"
 
 namespace plugboard::nif {
@@ -31,19 +32,10 @@ namespace {
 // (inline_launch_judge.h).
 constexpr size_t kInlineArgumentBytes = 64 * 1024;
 
-// Executions started and not complete yet, on every client. XLA's clients make a launch wait while a
-// device has its most executions in flight (a semaphore in the client's execute path), whatever the
-// program: a launch on a scheduler is only safe well below that.
-std::atomic<int> executions_in_flight{0};
+// Executions started and not complete yet (run_counts.h), on every client. XLA's clients make a launch
+// wait while a device has its most executions in flight (a semaphore in the client's execute path),
+// whatever the program: a launch on a scheduler is only safe well below that.
 constexpr int kInlineWhileInFlightBelow = 8;
-
-// Counts one execution in flight for as long as it lives.
-struct InFlight {
-  InFlight() { executions_in_flight.fetch_add(1, std::memory_order_relaxed); }
-  ~InFlight() { executions_in_flight.fetch_sub(1, std::memory_order_relaxed); }
-  InFlight(const InFlight&) = delete;
-  InFlight& operator=(const InFlight&) = delete;
-};
 
 // Runs `launch` (one call into the plugin's execute) and gives its wall time to `judge`.
 template <typename Fn>
@@ -52,6 +44,13 @@ auto judged(InlineLaunchJudge& judge, Fn&& launch) {
   auto outcome = launch();
   judge.judge(std::chrono::steady_clock::now() - started);
   return outcome;
+}
+
+bool is_error_tuple(ErlNifEnv* env, ERL_NIF_TERM term) {
+  static const ERL_NIF_TERM error = atom(env, "error");  // atoms are the same term everywhere, for good
+  int arity = 0;
+  const ERL_NIF_TERM* elements = nullptr;
+  return enif_get_tuple(env, term, &arity, &elements) && arity == 2 && enif_is_identical(elements[0], error);
 }
 
 ERL_NIF_TERM make_outputs(ErlNifEnv* env, std::vector<api::Buffer>& outputs, const std::shared_ptr<const api::Client>& client) {
@@ -64,14 +63,17 @@ ERL_NIF_TERM make_outputs(ErlNifEnv* env, std::vector<api::Buffer>& outputs, con
 // What an execution's completion needs: the gate to answer through, and the outputs (moved here
 // before the completion is asked for, so that it never races with the move).
 struct Completion {
-  Completion(std::shared_ptr<ReplyGate> g, std::shared_ptr<const api::Client> c) : gate(std::move(g)), client(std::move(c)) {}
+  Completion(std::shared_ptr<ReplyGate> g, std::shared_ptr<const api::Client> c, std::chrono::steady_clock::time_point called)
+      : gate(std::move(g)), client(std::move(c)), called(called) {}
   std::shared_ptr<ReplyGate> gate;
   std::shared_ptr<const api::Client> client;
+  std::chrono::steady_clock::time_point called;  // the NIF call that started it (run_counts.h)
   std::vector<api::Buffer> outputs;
   InFlight in_flight;  // until the completion has run (it is held by the execution's on_complete)
 
   // Never throws: a caller waiting without a time-out must get an answer.
   void send(Status status) noexcept {
+    count_run(status.has_value(), called);
     try {
       OwnedEnv msg;
       ErlNifEnv* e = msg.get();
@@ -245,12 +247,13 @@ ERL_NIF_TERM make_gate_term(ErlNifEnv* env, const std::shared_ptr<ReplyGate>& ga
 // reaches the caller (the answer's shape is the check: nothing more for Elixir to read when off).
 PB_NIF(nif_execute) {
   (void)argc;
+  const auto called = std::chrono::steady_clock::now();
   const int64_t traced = trace::enabled() ? trace::now() : 0;
   auto answer = [env, traced](const char* tag, ERL_NIF_TERM value) {
     return traced ? enif_make_tuple3(env, atom(env, tag), value, enif_make_int64(env, traced))
                   : enif_make_tuple2(env, atom(env, tag), value);
   };
-  return guarded(env, "starting an execution", [&] {
+  const ERL_NIF_TERM result = guarded(env, "starting an execution", [&] {
     auto* exe = get_resource<ExecutableResource>(env, argv[0]);
     if (!exe) return make_error(env, Code::kInvalidArgument, "not a plugboard executable");
     unsigned argument_count = 0;
@@ -295,17 +298,18 @@ PB_NIF(nif_execute) {
 
     const bool judged_inline = exe->launch_judge->may_launch_inline();
     const bool launch_here = !gate && here.args.bytes <= kInlineArgumentBytes && judged_inline &&
-                             executions_in_flight.load(std::memory_order_relaxed) < kInlineWhileInFlightBelow;
+                             run_counts().in_flight.load(std::memory_order_relaxed) < kInlineWhileInFlightBelow;
     if (launch_here) {
       Expected<api::Execution> execution = judged(*exe->launch_judge, [&here] { return here.begin(); });
       if (!execution) return make_error(env, execution.error());
       // The plugin ran it inside execute() (small programs on CPU): the outputs go back at once.
       if (execution->finished()) {
         Status status = execution->await();
+        count_run(status.has_value(), called);
         return answer("done", status ? make_outputs(env, execution->outputs(), exe->client) : make_error(env, status.error()));
       }
       gate = std::make_shared<ReplyGate>(*caller, argv[7]);
-      here.completion = std::make_shared<Completion>(gate, exe->client);
+      here.completion = std::make_shared<Completion>(gate, exe->client, called);
       Status reported = here.report_on_completion(*execution);
       if (!reported) return make_error(env, reported.error());
       return answer("started", make_gate_term(env, gate));
@@ -313,7 +317,7 @@ PB_NIF(nif_execute) {
     if (!gate) gate = std::make_shared<ReplyGate>(*caller, argv[7]);
     if (!judged_inline && exe->launch_judge->allowed()) here.judge = exe->launch_judge;
     auto launch = std::make_shared<Launch>(std::move(here));
-    launch->completion = std::make_shared<Completion>(gate, exe->client);
+    launch->completion = std::make_shared<Completion>(gate, exe->client, called);
     ERL_NIF_TERM gate_term = make_gate_term(env, gate);
     if (!launch_pool().post([launch] { launch->start(); })) {
       launch->args.give_back();
@@ -321,6 +325,9 @@ PB_NIF(nif_execute) {
     }
     return answer("started", gate_term);
   });
+  // Refused at the call (no completion will report it): counted here, as a run that failed.
+  if (is_error_tuple(env, result)) count_run(false, called);
+  return result;
 }
 
 namespace {
@@ -328,14 +335,16 @@ namespace {
 // What a partitioned execution's completion needs: one list of outputs per device, and a count of the
 // devices still running; the last device to finish sends every device's outputs (or the first error).
 struct PartitionedCompletion {
-  PartitionedCompletion(std::shared_ptr<ReplyGate> g, std::shared_ptr<const api::Client> c, size_t devices)
-      : gate(std::move(g)), client(std::move(c)), outputs(devices), pending(devices) {}
+  PartitionedCompletion(std::shared_ptr<ReplyGate> g, std::shared_ptr<const api::Client> c, size_t devices,
+                        std::chrono::steady_clock::time_point called)
+      : gate(std::move(g)), client(std::move(c)), outputs(devices), pending(devices), called(called) {}
   std::shared_ptr<ReplyGate> gate;
   std::shared_ptr<const api::Client> client;
   std::vector<std::vector<api::Buffer>> outputs;  // filled before any completion is asked for
   std::atomic<size_t> pending;
   std::mutex mutex;
   std::optional<Error> failed;  // the first device's error, under mutex
+  std::chrono::steady_clock::time_point called;  // the NIF call that started it (run_counts.h)
   InFlight in_flight;
 
   // One device finished. Never throws: a caller waiting without a time-out must get an answer.
@@ -346,6 +355,7 @@ struct PartitionedCompletion {
         if (!failed) failed = std::move(status).error();
       }
       if (pending.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+      count_run(!failed.has_value(), called);  // one run, however many devices
       OwnedEnv msg;
       ErlNifEnv* e = msg.get();
       ERL_NIF_TERM outcome;
@@ -410,7 +420,8 @@ struct PartitionedLaunch {
 // they wait for each other in their collectives.
 PB_NIF(nif_execute_partitioned) {
   (void)argc;
-  return guarded(env, "starting a partitioned execution", [&] {
+  const auto called = std::chrono::steady_clock::now();
+  const ERL_NIF_TERM result = guarded(env, "starting a partitioned execution", [&] {
     auto* exe = get_resource<ExecutableResource>(env, argv[0]);
     if (!exe) return make_error(env, Code::kInvalidArgument, "not a plugboard executable");
     unsigned devices = 0;
@@ -439,7 +450,7 @@ PB_NIF(nif_execute_partitioned) {
       launch->args.push_back(std::move(*args));
     }
     auto gate = std::make_shared<ReplyGate>(*caller, argv[4]);
-    launch->completion = std::make_shared<PartitionedCompletion>(gate, exe->client, devices);
+    launch->completion = std::make_shared<PartitionedCompletion>(gate, exe->client, devices, called);
     ERL_NIF_TERM gate_term = make_gate_term(env, gate);
     if (!launch_pool().post([launch] { launch->start(); })) {
       launch->give_back();
@@ -447,6 +458,8 @@ PB_NIF(nif_execute_partitioned) {
     }
     return enif_make_tuple2(env, atom(env, "started"), gate_term);
   });
+  if (is_error_tuple(env, result)) count_run(false, called);  // refused at the call
+  return result;
 }
 
 // cancelled?(gate): whether cancel/1 closed it (a later wait for it would never end)

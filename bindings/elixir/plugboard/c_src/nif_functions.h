@@ -58,6 +58,8 @@ PB_NIF(nif_cancelled);
 PB_NIF(nif_measure_execute);
 PB_NIF(nif_reply);
 PB_NIF(nif_fail_call);
+// run_counts.cpp
+PB_NIF(nif_run_counts);
 // nif_key_value.cpp
 PB_NIF(nif_kv_store_new);
 PB_NIF(nif_kv_reply);

@@ -597,7 +597,7 @@ defmodule Plugboard do
          span = Telemetry.run_start(exe.name, exe.target, exe.devices, false) do
       case Native.execute_partitioned(r, args_per_device, donate, self(), ref) do
         {:started, gate} ->
-          await(%Run{ref: ref, gate: gate, blocking: %{}, ordered: %{}, executable: exe.name, telemetry: Telemetry.run_launched(span)}, timeout)
+          await(%Run{ref: ref, gate: gate, blocking: %{}, ordered: %{}, executable: exe.name, telemetry: span}, timeout)
 
         error -> Telemetry.run_stop(span, error)
       end
@@ -644,7 +644,7 @@ defmodule Plugboard do
 
     case Native.execute(r, args, donate, device, routes, limit, self(), ref) do
       {:started, gate} ->
-        {:ok, %Run{ref: ref, gate: gate, blocking: blocking, ordered: ordered, executable: exe.name, telemetry: Telemetry.run_launched(span)}}
+        {:ok, %Run{ref: ref, gate: gate, blocking: blocking, ordered: ordered, executable: exe.name, telemetry: span}}
 
       # Finished inside the call (a small program on CPU): nothing to wait for.
       {:done, outcome} -> {:ok, %Run{ref: ref, blocking: %{}, ordered: %{}, executable: exe.name, done: outcome, telemetry: span}}
@@ -652,7 +652,7 @@ defmodule Plugboard do
       # A trace is being recorded: the NIF says so with the run's start (Plugboard.Trace), which
       # costs the untraced run nothing (no check of its own).
       {:started, gate, t0} ->
-        {:ok, %Run{ref: ref, gate: gate, blocking: blocking, ordered: ordered, executable: exe.name, telemetry: Telemetry.run_launched(span), trace: t0}}
+        {:ok, %Run{ref: ref, gate: gate, blocking: blocking, ordered: ordered, executable: exe.name, telemetry: span, trace: t0}}
 
       {:done, outcome, t0} -> {:ok, %Run{ref: ref, blocking: %{}, ordered: %{}, executable: exe.name, done: outcome, telemetry: span, trace: t0}}
     end

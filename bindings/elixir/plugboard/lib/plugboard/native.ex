@@ -216,6 +216,8 @@ defmodule Plugboard.Native do
   def measure_execute(_exe, _args, _iterations), do: not_loaded()
   def reply(_call, _results), do: not_loaded()
   def fail_call(_call, _message), do: not_loaded()
+  # %{count, errors, total_ns, last_ns, in_flight}: what the runs started here came to (c_src/run_counts.h).
+  def run_counts, do: not_loaded()
   # Multi-host PJRT (c_src/nif_key_value.cpp): a KeyValueStore answered by a handler process, calls
   # through it on a launch thread (answer {ref, result}), and a client opened as a node of a job.
   def kv_store_new(_handler, _call_timeout), do: not_loaded()

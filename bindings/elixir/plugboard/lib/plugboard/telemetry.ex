@@ -4,7 +4,9 @@ defmodule Plugboard.Telemetry do
   when it is not loaded (or its application did not start), nothing is emitted and each place that
   would emit costs one `:persistent_term` read. Whether it is there is decided once, when the
   `:plugboard` application starts; `config :plugboard, telemetry: false` turns the events off even
-  where `:telemetry` is loaded (what they cost a run: the README's "Telemetry").
+  where `:telemetry` is loaded (what they cost a run: the README's "Telemetry"). The per-run events
+  are off unless asked for (`config :plugboard, run_events: true`, or `run_events/1`): the counts a
+  node report carries (`Plugboard.Telemetry.Summary`) are kept by the NIF whether or not they are on.
 
   Events (measurements in `:native` time units unless named `_ms`; `System.convert_time_unit/3`):
 
@@ -21,7 +23,8 @@ defmodule Plugboard.Telemetry do
       target, result: :ok | :error, error}` (`name` as `compile/3`'s `name:` gave it; `source` is the
       executable's). `Plugboard.Nx`'s own cache emits it too on a hit, with `source: :nx_cache`,
       `name: nil` and the lookup's `duration`.
-    * `[:plugboard, :run, :start | :stop]` — a span from `Plugboard.run/3`, `run_async/3` or
+    * `[:plugboard, :run, :start | :stop]` (only with `run_events: true`: each costs a run about
+      0.4 µs even with no handler) — a span from `Plugboard.run/3`, `run_async/3` or
       `run_partitioned/3` to the outcome its `await/2` returns (once: a second await emits nothing;
       a run never awaited has no stop, and leaves nothing behind: what its stop needs is in its
       `Plugboard.Run`).
@@ -49,17 +52,41 @@ defmodule Plugboard.Telemetry do
   """
   @compile {:no_warn_undefined, :telemetry}
   @key {__MODULE__, :enabled}
+  @run_events {__MODULE__, :run_events}
 
   @doc false
-  # Plugboard.Application's start: decides once whether events are emitted (read on every run).
+  # Plugboard.Application's start: decides once whether events are emitted, and whether runs emit
+  # theirs (read on every run).
   def setup do
     enabled =
       Application.get_env(:plugboard, :telemetry, true) != false and Code.ensure_loaded?(:telemetry) and
         match?({:ok, _}, Application.ensure_all_started(:telemetry))
 
     if :persistent_term.get(@key, nil) != enabled, do: :persistent_term.put(@key, enabled)
+    run_events(Application.get_env(:plugboard, :run_events, false) == true)
     enabled
   end
+
+  @doc """
+  Turns the per-run events (`[:plugboard, :run, :start | :stop]`) on or off from now on, for runs
+  started after the call; returns whether they are on (never without `:telemetry`). Off by default
+  (`config :plugboard, run_events: true` turns them on at start): a run then pays one
+  `:persistent_term` read for them. Changing it is a `:persistent_term` update (a global GC pass):
+  for a deployment's setup or a test, not for a hot path.
+
+      iex> Plugboard.Telemetry.run_events(false)
+      false
+  """
+  @spec run_events(boolean()) :: boolean()
+  def run_events(on?) when is_boolean(on?) do
+    on? = on? and enabled?()
+    if :persistent_term.get(@run_events, nil) != on?, do: :persistent_term.put(@run_events, on?)
+    on?
+  end
+
+  @doc "Whether runs emit `[:plugboard, :run, :start | :stop]` (`run_events/1`)."
+  @spec run_events?() :: boolean()
+  def run_events?, do: :persistent_term.get(@run_events, false)
 
   @doc "Whether plugboard emits events (`:telemetry` was there when `:plugboard` started)."
   @spec enabled?() :: boolean()
@@ -86,35 +113,26 @@ defmodule Plugboard.Telemetry do
 
   @doc false
   # A run started: its start event now; what its stop needs (kept in its %Plugboard.Run{}, so that a
-  # run dropped without an await leaves nothing behind), or nil when events are off. `once` (an
+  # run dropped without an await leaves nothing behind), or nil when run events are off. `once` (an
   # atomic) makes a second await of the same run emit nothing; a run whose caller awaits it in the
   # same call (`run/3`: nobody else sees its Plugboard.Run) needs none (`shared?` false).
   def run_start(executable, target, device, shared? \\ true) do
-    if enabled?() do
+    if run_events?() do
       metadata = %{executable: executable, target: target, device: device}
       start = System.monotonic_time()
       # Erlang's system time is its monotonic time plus the time offset: one clock read, not two.
       :telemetry.execute([:plugboard, :run, :start], %{system_time: start + System.time_offset(), monotonic_time: start}, metadata)
-      %{start: start, metadata: metadata, once: if(shared?, do: :atomics.new(1, [])), in_flight: false}
+      %{start: start, metadata: metadata, once: if(shared?, do: :atomics.new(1, []))}
     end
   end
-
-  @doc false
-  # The run was launched on a thread (its outcome comes later): it counts in the summary's runs in
-  # flight until its await, or until this process exits.
-  def run_launched(nil), do: nil
-  def run_launched(span), do: %{span | in_flight: Plugboard.Telemetry.Summary.run_launched()}
 
   @doc false
   # The run's outcome, returned as it is; its stop event first, the first time only.
   def run_stop(nil, outcome), do: outcome
 
-  def run_stop(%{start: start, metadata: metadata, once: once, in_flight: in_flight}, outcome) do
+  def run_stop(%{start: start, metadata: metadata, once: once}, outcome) do
     if once == nil or :atomics.compare_exchange(once, 1, 0, 1) == :ok do
-      if in_flight, do: Plugboard.Telemetry.Summary.run_landed()
       stop = System.monotonic_time()
-      # The summary's counts directly (no handler: the event may have none).
-      Plugboard.Telemetry.Summary.count_run(stop - start, outcome)
       :telemetry.execute([:plugboard, :run, :stop], %{duration: stop - start, monotonic_time: stop}, result(metadata, outcome))
     end
 
