@@ -46,13 +46,6 @@ auto judged(InlineLaunchJudge& judge, Fn&& launch) {
   return outcome;
 }
 
-bool is_error_tuple(ErlNifEnv* env, ERL_NIF_TERM term) {
-  static const ERL_NIF_TERM error = atom(env, "error");  // atoms are the same term everywhere, for good
-  int arity = 0;
-  const ERL_NIF_TERM* elements = nullptr;
-  return enif_get_tuple(env, term, &arity, &elements) && arity == 2 && enif_is_identical(elements[0], error);
-}
-
 ERL_NIF_TERM make_outputs(ErlNifEnv* env, std::vector<api::Buffer>& outputs, const std::shared_ptr<const api::Client>& client) {
   std::vector<ERL_NIF_TERM> buffers;
   buffers.reserve(outputs.size());
@@ -70,9 +63,20 @@ struct Completion {
   std::chrono::steady_clock::time_point called;  // the NIF call that started it (run_counts.h)
   std::vector<api::Buffer> outputs;
   InFlight in_flight;  // until the completion has run (it is held by the execution's on_complete)
+  // Set once the NIF call answered {:started, ...}: from then on the run is this completion's to count,
+  // and one destroyed without sending (its continuation lost) counts as a run that failed.
+  std::atomic<bool> armed{false};
+  std::atomic<bool> sent{false};
+
+  Completion(const Completion&) = delete;
+  Completion& operator=(const Completion&) = delete;
+  ~Completion() {
+    if (armed.load(std::memory_order_acquire) && !sent.load(std::memory_order_acquire)) count_run(false, called);
+  }
 
   // Never throws: a caller waiting without a time-out must get an answer.
   void send(Status status) noexcept {
+    sent.store(true, std::memory_order_release);
     count_run(status.has_value(), called);
     try {
       OwnedEnv msg;
@@ -253,6 +257,10 @@ PB_NIF(nif_execute) {
     return traced ? enif_make_tuple3(env, atom(env, tag), value, enif_make_int64(env, traced))
                   : enif_make_tuple2(env, atom(env, tag), value);
   };
+  // Who counts this run (run_counts.h): the completion once the answer is {:started, ...}; else this
+  // call, as a run that failed unless it finished here with its outputs.
+  bool left_to_completion = false;
+  bool finished_ok = false;
   const ERL_NIF_TERM result = guarded(env, "starting an execution", [&] {
     auto* exe = get_resource<ExecutableResource>(env, argv[0]);
     if (!exe) return make_error(env, Code::kInvalidArgument, "not a plugboard executable");
@@ -305,28 +313,37 @@ PB_NIF(nif_execute) {
       // The plugin ran it inside execute() (small programs on CPU): the outputs go back at once.
       if (execution->finished()) {
         Status status = execution->await();
-        count_run(status.has_value(), called);
-        return answer("done", status ? make_outputs(env, execution->outputs(), exe->client) : make_error(env, status.error()));
+        const ERL_NIF_TERM outcome = status ? make_outputs(env, execution->outputs(), exe->client) : make_error(env, status.error());
+        finished_ok = status.has_value();
+        return answer("done", outcome);
       }
       gate = std::make_shared<ReplyGate>(*caller, argv[7]);
       here.completion = std::make_shared<Completion>(gate, exe->client, called);
+      const ERL_NIF_TERM gate_term = make_gate_term(env, gate);  // before the completion can send
+      here.completion->armed.store(true, std::memory_order_release);
       Status reported = here.report_on_completion(*execution);
-      if (!reported) return make_error(env, reported.error());
-      return answer("started", make_gate_term(env, gate));
+      if (!reported) {
+        here.completion->armed.store(false, std::memory_order_release);  // never asked for: counted below
+        return make_error(env, reported.error());
+      }
+      left_to_completion = true;
+      return answer("started", gate_term);
     }
     if (!gate) gate = std::make_shared<ReplyGate>(*caller, argv[7]);
     if (!judged_inline && exe->launch_judge->allowed()) here.judge = exe->launch_judge;
     auto launch = std::make_shared<Launch>(std::move(here));
     launch->completion = std::make_shared<Completion>(gate, exe->client, called);
     ERL_NIF_TERM gate_term = make_gate_term(env, gate);
+    launch->completion->armed.store(true, std::memory_order_release);
     if (!launch_pool().post([launch] { launch->start(); })) {
+      launch->completion->armed.store(false, std::memory_order_release);  // it never ran: counted below
       launch->args.give_back();
       return make_error(env, Code::kResourceExhausted, "no thread to start the execution on");
     }
+    left_to_completion = true;
     return answer("started", gate_term);
   });
-  // Refused at the call (no completion will report it): counted here, as a run that failed.
-  if (is_error_tuple(env, result)) count_run(false, called);
+  if (!left_to_completion) count_run(finished_ok, called);
   return result;
 }
 
@@ -421,6 +438,7 @@ struct PartitionedLaunch {
 PB_NIF(nif_execute_partitioned) {
   (void)argc;
   const auto called = std::chrono::steady_clock::now();
+  bool left_to_completion = false;  // as in nif_execute: else this call counts a run that failed
   const ERL_NIF_TERM result = guarded(env, "starting a partitioned execution", [&] {
     auto* exe = get_resource<ExecutableResource>(env, argv[0]);
     if (!exe) return make_error(env, Code::kInvalidArgument, "not a plugboard executable");
@@ -456,9 +474,10 @@ PB_NIF(nif_execute_partitioned) {
       launch->give_back();
       return make_error(env, Code::kResourceExhausted, "no thread to start the execution on");
     }
+    left_to_completion = true;
     return enif_make_tuple2(env, atom(env, "started"), gate_term);
   });
-  if (is_error_tuple(env, result)) count_run(false, called);  // refused at the call
+  if (!left_to_completion) count_run(false, called);
   return result;
 }
 

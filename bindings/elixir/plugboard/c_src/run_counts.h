@@ -1,7 +1,10 @@
 // What every execution started through the NIF came to, counted where its outcome is known (the
 // NIF call that finished it inline, or the completion that sends it): a few relaxed atomic additions
 // a run, read when asked (run_counts/0, Plugboard.Telemetry.Summary). Also the executions in flight,
-// which the launch policy reads (nif_execute.cpp).
+// which the launch policy reads (nif_execute.cpp). The execution's own outcome: a run whose caller
+// stopped waiting, or whose ordered callback failed in Elixir, counts as the plugin finished it. One
+// library's counts: a hot upgrade of the NIF starts them again (runs in flight then finish into the
+// old library's).
 #pragma once
 
 #include <atomic>
@@ -14,7 +17,7 @@ struct RunCounts {
   std::atomic<uint64_t> finished{0};  // with an outcome, errors included
   std::atomic<uint64_t> errors{0};    // refused at the call, or failed
   std::atomic<int64_t> total_ns{0};   // from the NIF call to the outcome, summed over finished runs
-  std::atomic<int64_t> last_ns{0};    // the latest finished run's
+  std::atomic<int64_t> last_ns{0};    // a recent run's (the last to store it, among runs finishing together)
   std::atomic<int> in_flight{0};      // started and not complete yet, on every client
 };
 

@@ -23,8 +23,8 @@ defmodule Plugboard.Telemetry do
       target, result: :ok | :error, error}` (`name` as `compile/3`'s `name:` gave it; `source` is the
       executable's). `Plugboard.Nx`'s own cache emits it too on a hit, with `source: :nx_cache`,
       `name: nil` and the lookup's `duration`.
-    * `[:plugboard, :run, :start | :stop]` (only with `run_events: true`: each costs a run about
-      0.4 µs even with no handler) — a span from `Plugboard.run/3`, `run_async/3` or
+    * `[:plugboard, :run, :start | :stop]` (only with `run_events: true`: together about 1 µs a run
+      even with no handler) — a span from `Plugboard.run/3`, `run_async/3` or
       `run_partitioned/3` to the outcome its `await/2` returns (once: a second await emits nothing;
       a run never awaited has no stop, and leaves nothing behind: what its stop needs is in its
       `Plugboard.Run`).
@@ -72,10 +72,8 @@ defmodule Plugboard.Telemetry do
   started after the call; returns whether they are on (never without `:telemetry`). Off by default
   (`config :plugboard, run_events: true` turns them on at start): a run then pays one
   `:persistent_term` read for them. Changing it is a `:persistent_term` update (a global GC pass):
-  for a deployment's setup or a test, not for a hot path.
-
-      iex> Plugboard.Telemetry.run_events(false)
-      false
+  for a deployment's setup or a test, not for a hot path. A restart of `:plugboard` sets it from the
+  config again.
   """
   @spec run_events(boolean()) :: boolean()
   def run_events(on?) when is_boolean(on?) do

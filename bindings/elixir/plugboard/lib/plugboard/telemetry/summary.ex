@@ -15,9 +15,12 @@ defmodule Plugboard.Telemetry.Summary do
       [%{name, platform, origin, verdict, failed_stage, stages: [{stage, ms}]}]}`, or nil when
       plugboard did not boot;
     * `runs` — `%{count, total_ms, last_ms, in_flight, errors}`: runs that came to an outcome (an
-      error counts in `count` and `errors`: refused when started, or failed), the time from the start
-      of the last one to its outcome (its total, summed), and executions started and not complete
-      yet (whether or not anyone still waits for them);
+      error counts in `count` and `errors`: refused by the NIF when started, or failed in the
+      plugin), the time from the start of a recent one to its outcome (`total_ms`: summed), and
+      executions started and not complete yet (whether or not anyone still waits for them). The
+      execution's own outcome: a run whose `await/2` gave up counts when the plugin finishes it, an
+      ordered callback that failed in Elixir does not make it an error, and a call refused in Elixir
+      before reaching the NIF (bad options) is not a run;
     * `compiles` — by source (`:compiled`, `:compile_cache`, `:precompiled`, `:nx_cache`):
       `%{count, total_ms}` each, and `errors` (compilations that failed or timed out);
     * `host_callbacks` — `%{count, total_ms, errors}` (an error: returned `{:error, _}` or raised);
