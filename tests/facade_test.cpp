@@ -27,6 +27,7 @@
 #include "plugboard/plugboard.h"
 #include "plugboard/trace.h"
 #include "real_plugins.h"
+#include "test_programs.h"
 
 namespace plugboard::api {
 namespace {
@@ -160,20 +161,11 @@ TEST_P(FacadeTest, ExecuteReportsCompletionOnADeliveryThreadWithoutAWaitingThrea
   EXPECT_TRUE(run->await());
 }
 
-const char kMatmul[] = R"mlir(
-module @facade_matmul attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
-  func.func public @main(%a: tensor<256x256xf32>) -> tensor<256x256xf32> {
-    %0 = stablehlo.dot_general %a, %a, contracting_dims = [1] x [0] : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
-    return %0 : tensor<256x256xf32>
-  }
-}
-)mlir";
-
 // A trace stopped as soon as an execution's outcome arrives, through on_complete's function or
 // await(), holds the execution's span on the device's track (the NIF stops a trace that way: the
 // span is ended before the outcome is handed on, whatever order the plugin runs its callbacks in).
 TEST_P(FacadeTest, ATraceStoppedAsTheOutcomeArrivesHasTheDeviceSpan) {
-  Executable exe = compile(kMatmul);
+  Executable exe = compile(testing::kMatmul256);
   const std::vector<float> ones(256 * 256, 0.5f);
   const int64_t square[] = {256, 256};
   auto matrix = client_->copy_to_device(bytes_of(ones), DType::kF32, square);

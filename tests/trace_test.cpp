@@ -24,6 +24,7 @@
 #include "compile_cache/cached_compile.h"
 #include "select/select.h"
 #include "test_env.h"
+#include "test_programs.h"
 
 namespace plugboard {
 namespace {
@@ -341,15 +342,6 @@ TEST_P(TraceOnPlugin, OffTheLibraryRecordsNothing) {
   EXPECT_TRUE(t->spans.empty()) << t->spans.size() << " span(s), the first " << t->spans[0].name;
 }
 
-const char kMatmul[] = R"mlir(
-module @traced_matmul attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
-  func.func public @main(%a: tensor<256x256xf32>) -> tensor<256x256xf32> {
-    %0 = stablehlo.dot_general %a, %a, contracting_dims = [1] x [0] : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
-    return %0 : tensor<256x256xf32>
-  }
-}
-)mlir";
-
 // An execution's outcome handed on from a callback on its event, and the trace stopped there (what
 // a caller does that stops tracing as soon as its result arrives): the execution's span on the
 // device's track is in that trace. A plugin may run an event's callbacks in any order, and XLA runs
@@ -359,7 +351,7 @@ module @traced_matmul attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replic
 TEST_P(TraceOnPlugin, AnOutcomeHandedOnFromItsEventFindsTheDeviceSpanRecorded) {
   auto client = testing::make_client(GetParam().path);
   ASSERT_TRUE(client);
-  auto program = Program::from_bytes(kMatmul, "matmul.mlir");
+  auto program = Program::from_bytes(testing::kMatmul256, "matmul.mlir");
   ASSERT_TRUE(program);
   auto exe = client->compile(*program);
   ASSERT_TRUE(exe) << exe.error().to_string();
