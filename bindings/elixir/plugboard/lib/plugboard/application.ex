@@ -85,10 +85,17 @@ defmodule Plugboard.Application do
                 {Registry, keys: :unique, name: Plugboard.KeyValueStore.Registry}]
 
     with {:ok, connector} <- connector(Application.get_env(:plugboard, :cluster)),
-         {:ok, sup} <- Supervisor.start_link(children, strategy: :one_for_one, name: Plugboard.Supervisor),
-         :ok <- boot_from_config(),
-         {:ok, _} <- start_connector(sup, connector) do
-      {:ok, sup}
+         {:ok, sup} <- Supervisor.start_link(children, strategy: :one_for_one, name: Plugboard.Supervisor) do
+      case with(:ok <- boot_from_config(), do: start_connector(sup, connector)) do
+        {:ok, _} ->
+          {:ok, sup}
+
+        error ->
+          # Stopped now: left to the exit of the application master (after this answer), it could
+          # still hold its name when the application is started again (`{:already_started, pid}`).
+          Supervisor.stop(sup)
+          error
+      end
     end
   end
 
