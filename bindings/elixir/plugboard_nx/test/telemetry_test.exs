@@ -257,6 +257,18 @@ defmodule Plugboard.TelemetryTest do
       Application.delete_env(:plugboard, :run_events)
       Plugboard.Telemetry.setup()
     end
+
+    # A value that is not a boolean is named in the log, and the events stay off.
+    Application.put_env(:plugboard, :run_events, "yes")
+
+    try do
+      log = ExUnit.CaptureLog.capture_log(fn -> assert Plugboard.Telemetry.setup() end)
+      assert log =~ ~s(config :plugboard, run_events: must be true or false, got "yes")
+      refute Plugboard.Telemetry.run_events?()
+    after
+      Application.delete_env(:plugboard, :run_events)
+      Plugboard.Telemetry.setup()
+    end
   end
 
   test "a boot that fails is a boot stop with result: :error", %{} do

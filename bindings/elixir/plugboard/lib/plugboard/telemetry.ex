@@ -50,6 +50,7 @@ defmodule Plugboard.Telemetry do
   Reserved for `Plugboard.Serving` (which emits them): `[:plugboard, :serving, :route]`,
   `[:plugboard, :serving, :retry]`, `[:plugboard, :serving, :run, :start | :stop]`.
   """
+  require Logger
   @compile {:no_warn_undefined, :telemetry}
   @key {__MODULE__, :enabled}
   @run_events {__MODULE__, :run_events}
@@ -63,8 +64,15 @@ defmodule Plugboard.Telemetry do
         match?({:ok, _}, Application.ensure_all_started(:telemetry))
 
     if :persistent_term.get(@key, nil) != enabled, do: :persistent_term.put(@key, enabled)
-    run_events(Application.get_env(:plugboard, :run_events, false) == true)
+    run_events(run_events_config(Application.get_env(:plugboard, :run_events, false)))
     enabled
+  end
+
+  defp run_events_config(on?) when is_boolean(on?), do: on?
+
+  defp run_events_config(other) do
+    Logger.warning("plugboard: config :plugboard, run_events: must be true or false, got #{inspect(other, limit: 5)}; the per-run events stay off")
+    false
   end
 
   @doc """
