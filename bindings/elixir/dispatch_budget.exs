@@ -27,18 +27,21 @@
       ]
     },
     jit: %{
-      path: "a cached Nx.Defn.jit call of x + 1 (f32[4], argument on the device): Nx.Defn's jit, Plugboard.Nx.__compile__/4 (client, options, Cache.key/4, the cache hit and its event), the run closure, Plugboard.run!",
-      # The largest of the three CPU plugins (264.3 to 267.4). 290.9 at issue 36's start; issue 35's
+      path: "a cached Nx.Defn.jit call of x + 1 (f32[4], argument on the device): Nx.Defn's jit, Plugboard.Nx.__jit__/5 (client, options, Cache.key/4, the cache hit read from :persistent_term and counted), the run closure, Plugboard.run!",
+      # The largest of the three CPU plugins (242.0 to 245.0). 290.9 at issue 36's start; issue 35's
       # later run path (donation, hooks:, merged in) took it to 295.3-297.2, issue 36's one
-      # Plugboard.Trace.enabled?/0 per jit (2 calls, :cprof) to 299.9-300.6, and the per-run events
-      # made opt-in (the NIF counting runs) down to this. A first traced version that handed the run
-      # a map of what it needs instead of a closure measured 302.7-305.4.
-      # Nx's main branch (nx_source: "path", PLUGBOARD_NX_PATH; its mix.exs says 0.13.1 as well): 277.6
-      # to 281.0, its own jit path being longer. (Before nx_source, both shared one key: the main
-      # branch's run passed under 300.6 + 3% and failed under 267.4 + 3%.)
+      # Plugboard.Trace.enabled?/0 per jit (2 calls, :cprof) to 299.9-300.6, the per-run events made
+      # opt-in (the NIF counting runs) to 264.3-267.4, and the cache hit read from :persistent_term
+      # (no ETS copy), its event made a run event, the client's id read from its struct and one
+      # output without a traversal down to this. A first traced version that handed the run a map
+      # of what it needs instead of a closure measured 302.7-305.4.
+      # Nx's main branch (nx_source: "path", PLUGBOARD_NX_PATH; its mix.exs says 0.13.1 as well): 246.3
+      # to 248.7 (277.6-281.0 before the same change), its own jit path being longer. (Before
+      # nx_source, both shared one key: the main branch's run passed under 300.6 + 3% and failed
+      # under 267.4 + 3%.)
       figures: [
-        {[otp: "25", elixir: "1.18", telemetry: true, nx: "0.13.1", nx_source: "hex"], 267.4},
-        {[otp: "25", elixir: "1.18", telemetry: true, nx: "0.13.1", nx_source: "path"], 281.0}
+        {[otp: "25", elixir: "1.18", telemetry: true, nx: "0.13.1", nx_source: "hex"], 245.0},
+        {[otp: "25", elixir: "1.18", telemetry: true, nx: "0.13.1", nx_source: "path"], 248.7}
       ]
     }
   }

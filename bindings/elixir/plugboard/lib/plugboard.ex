@@ -244,6 +244,7 @@ defmodule Plugboard do
   read; still valid after `close/1`.
   """
   @spec client_id(Client.t()) :: non_neg_integer()
+  def client_id(%Client{id: id}) when is_integer(id), do: id
   def client_id(%Client{resource: r}), do: Native.client_id(r)
 
   @doc """

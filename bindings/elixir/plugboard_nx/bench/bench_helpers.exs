@@ -65,6 +65,21 @@ defmodule Bench do
   end
 end
 
+defmodule Bench.NullCompiler do
+  # A compiler that compiles and runs nothing: each call answers its first argument as it is. A jit
+  # through it costs what Nx.Defn's own dispatch costs (options, lazy parameters, the compiler
+  # call), the floor under any compiler's cached jit.
+  @behaviour Nx.Defn.Compiler
+  @impl true
+  def __jit__(_key, _vars, _fun, args_list, _opts), do: for(args <- args_list, do: hd(args).())
+  @impl true
+  def __compile__(_key, _vars, _fun, _opts), do: fn args_list -> for(args <- args_list, do: hd(args).()) end
+  @impl true
+  def __partitions_options__(_opts), do: [1]
+  @impl true
+  def __to_backend__(_opts), do: {Nx.BinaryBackend, []}
+end
+
 # The runtime_call function nx_bench.exs and trace_breakdown.exs time: an identity.
 defmodule Bench.Callback do
   def identity(t, _opts), do: t

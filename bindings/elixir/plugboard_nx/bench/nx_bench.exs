@@ -1,7 +1,9 @@
 # Nx on plugboard, measured against baselines in the same run (one CPU plugin, PLUGBOARD_BENCH_PLUGIN
 # or the 0.81 one):
 #  1. a cached jit call of a tiny function (x + 1 on f32[4]) against the same compiled program run
-#     through Plugboard.run/3 (the Nx layer's own cost) and against Nx.Defn.Evaluator;
+#     through Plugboard.run/3 (the Nx layer's cost), split into Nx.Defn's own dispatch (the same
+#     jit through a compiler that runs nothing, Bench.NullCompiler) and Plugboard.Nx's, and against
+#     Nx.Defn.Evaluator;
 #  2. a runtime_call round trip into the calling process: a jit of 100 chained runtime_calls (an
 #     Elixir identity) against none, per call, and plugboard's own blocking callback measured the same
 #     way (Plugboard.run with callbacks:);
@@ -23,13 +25,15 @@ text = Plugboard.Nx.to_mlir(fn x -> Nx.add(x, 1) end, [x])
 exe = Plugboard.compile!(client, text)
 buffer = on_device.data.buffer
 evaluator = Nx.Defn.jit(fn x -> Nx.add(x, 1) end, compiler: Nx.Defn.Evaluator)
+null = Nx.Defn.jit(fn x -> Nx.add(x, 1) end, compiler: Bench.NullCompiler, client: client)
 
 t =
   Bench.interleaved(
     [
       {:jit, fn -> tiny.(on_device) end},
       {:run, fn -> Plugboard.run!(exe, [buffer]) end},
-      {:evaluator, fn -> evaluator.(x) end}
+      {:evaluator, fn -> evaluator.(x) end},
+      {:null, fn -> null.(on_device) end}
     ],
     200,
     15
@@ -37,7 +41,9 @@ t =
 
 IO.puts(
   "tiny jit (x + 1, f32[4], argument on the device): #{Float.round(t.jit, 2)} us; Plugboard.run of the same program: " <>
-    "#{Float.round(t.run, 2)} us (Nx layer +#{Float.round(t.jit - t.run, 2)} us, #{Float.round(t.jit / t.run, 2)}x); " <>
+    "#{Float.round(t.run, 2)} us (Nx layer +#{Float.round(t.jit - t.run, 2)} us, #{Float.round(t.jit / t.run, 2)}x: " <>
+    "Nx.Defn's own dispatch #{Float.round(t.null, 2)} us, a compiler that runs nothing; Plugboard.Nx's " <>
+    "+#{Float.round(t.jit - t.run - t.null, 2)} us); " <>
     "Nx.Defn.Evaluator on Nx.BinaryBackend: #{Float.round(t.evaluator, 2)} us (evaluator/jit #{Float.round(t.evaluator / t.jit, 2)})"
 )
 

@@ -278,7 +278,7 @@ defmodule Plugboard.TelemetryTest do
     assert_received {:event, [:plugboard, :boot, :stop], _, %{result: :error, error: ^error, report: nil, candidates: []}}
   end
 
-  test "Plugboard.Nx: a compile, then hits of its own cache, each a compile event" do
+  test "Plugboard.Nx: a compile, then hits of its own cache, each a compile event with the run events on (counted either way)" do
     {_, plugin} = hd(Plugboard.Nx.Case.cpu_plugins())
     client = Plugboard.Nx.Case.client(plugin)
     # The path the plugin was loaded from first in this VM (a bundle's copy, maybe).
@@ -299,5 +299,17 @@ defmodule Plugboard.TelemetryTest do
     end
 
     assert Summary.snapshot().compiles.nx_cache.count - before == 3
+
+    # With the run events off (the default), a hit is counted without an event or a clock read.
+    refute Plugboard.Telemetry.run_events(false)
+    total_ms = Summary.snapshot().compiles.nx_cache.total_ms
+
+    for _ <- 1..2 do
+      assert Nx.to_flat_list(jit.(x)) == [3.0, 6.0]
+      refute_received {:event, [:plugboard, :compile], _, _}
+    end
+
+    assert %{count: count, total_ms: ^total_ms} = Summary.snapshot().compiles.nx_cache
+    assert count - before == 5
   end
 end

@@ -3,12 +3,13 @@ defmodule Plugboard.Client do
   A started plugin: its devices, buffers and compilation. Owned by the garbage collector (the
   plugin itself stays loaded for the life of the VM). Safe to use from any number of processes.
   `target` is the name of the target `Plugboard.boot/1` started it as, or the plugin's path for a
-  client from `Plugboard.open/2` (what telemetry events name it by).
+  client from `Plugboard.open/2` (what telemetry events name it by). `id` is `Plugboard.client_id/1`'s
+  answer, read once when the client is opened.
   """
   @type t :: %__MODULE__{resource: reference(), platform: String.t(), platform_version: String.t(), plugin: String.t(),
-                         target: String.t()}
+                         target: String.t(), id: non_neg_integer()}
   @enforce_keys [:resource]
-  defstruct [:resource, :platform, :platform_version, :plugin, :target]
+  defstruct [:resource, :platform, :platform_version, :plugin, :target, :id]
 
   @doc false
   def wrap(resource, target \\ nil) do
@@ -16,7 +17,7 @@ defmodule Plugboard.Client do
       {:ok, info} ->
         {:ok,
          %__MODULE__{resource: resource, platform: info.platform, platform_version: info.platform_version, plugin: info.plugin,
-                     target: target || info.plugin}}
+                     target: target || info.plugin, id: Plugboard.Native.client_id(resource)}}
 
       {:error, _} = error ->
         error

@@ -21,8 +21,8 @@ defmodule Plugboard.Telemetry do
       `%{duration}` (the caller's wait) and `compile_ms` (what the compilation or load itself took,
       nil on error); metadata `%{name, source: :compiled | :compile_cache | :precompiled | nil,
       target, result: :ok | :error, error}` (`name` as `compile/3`'s `name:` gave it; `source` is the
-      executable's). `Plugboard.Nx`'s own cache emits it too on a hit, with `source: :nx_cache`,
-      `name: nil` and the lookup's `duration`.
+      executable's). `Plugboard.Nx`'s own cache emits it too on a hit when the run events are on
+      (a cached jit is a run), with `source: :nx_cache`, `name: nil` and the lookup's `duration`.
     * `[:plugboard, :run, :start | :stop]` (only with `run_events: true`: together about 1 µs a run
       even with no handler) — a span from `Plugboard.run/3`, `run_async/3` or
       `run_partitioned/3` to the outcome its `await/2` returns (once: a second await emits nothing;
@@ -146,14 +146,15 @@ defmodule Plugboard.Telemetry do
   end
 
   @doc false
-  # When something whose event comes later started (Plugboard.Nx's cache lookup): nil when events
-  # are off, and then no clock is read.
-  def start_time, do: if(enabled?(), do: System.monotonic_time())
+  # When a lookup of Plugboard.Nx's cache started: nil unless the run events are on (a cached jit is
+  # a run: its hit's event is one of the per-run events, run_events/1), and then no clock is read.
+  def hit_start, do: if(run_events?(), do: System.monotonic_time())
 
   @doc false
-  # A hit of Plugboard.Nx's own cache (which never reaches Plugboard.compile/3): its [:plugboard,
-  # :compile] event, the lookup's duration from `start` (start_time/0; nil: events are off).
-  def cache_hit(nil, _target), do: :ok
+  # A hit of Plugboard.Nx's own cache (which never reaches Plugboard.compile/3), `start` from
+  # hit_start/0: counted in the summary; with the run events on, also its [:plugboard, :compile]
+  # event, with the lookup's duration (added to the summary's total).
+  def cache_hit(nil, _target), do: Plugboard.Telemetry.Summary.count_hit()
 
   def cache_hit(start, target) do
     duration = System.monotonic_time() - start

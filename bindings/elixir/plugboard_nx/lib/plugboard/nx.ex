@@ -121,10 +121,10 @@ defmodule Plugboard.Nx do
   # the runs need, not a map of it: a cached jit builds this on every call (dispatch_budget.exs).
   defp prepare(key, vars, fun, opts, traced) do
     client = client!(opts)
-    bound_hooks = opts |> hooks!() |> Map.keys() |> Enum.sort()
+    bound_hooks = bound_hooks(opts)
     # A program for a chosen device is compiled portable (runs on any device of the client).
     device = opts[:device_id]
-    cache_key = Cache.key(client, function_key(key), vars, {:jit, bound_hooks, device != nil, Keyword.take(opts, [:debug])})
+    cache_key = Cache.key(client, function_key(key), vars, {:jit, bound_hooks, device != nil, opts[:debug] == true})
     # Nx.donatable/1's marks (Plugboard.Nx.Donation); the cache key holds them (Cache.key/4).
     donated = vars |> Composite.flatten_list() |> Donation.donated()
 
@@ -183,16 +183,28 @@ defmodule Plugboard.Nx do
             do: Trace.span("run", "nx", %{device: device}, fn -> run!(exe, buffers, donate, run_opts, name_of) end),
             else: run!(exe, buffers, donate, run_opts, name_of)
 
-        BufferPressure.received(output_bytes - Enum.sum(for(pos <- donate, do: Map.get(reused, pos, 0))))
-
-        {result, []} =
-          Composite.traverse(output, outputs, fn template, [buffer | rest] ->
-            {template |> Backend.from_buffer(buffer, client) |> transfer(output_backend), rest}
-          end)
-
-        result
+        BufferPressure.received(output_bytes - reused_bytes(donate, reused))
+        results(output, outputs, client, output_backend)
       end
     end
+  end
+
+  # The bytes of donated arguments' memory that outputs reused (not new memory).
+  defp reused_bytes([], _reused), do: 0
+  defp reused_bytes(donate, reused), do: Enum.reduce(donate, 0, &(Map.get(reused, &1, 0) + &2))
+
+  # The outputs' buffers as tensors of the program's output container (one tensor, the common case,
+  # without a traversal).
+  defp results(%Nx.Tensor{} = template, [buffer], client, output_backend),
+    do: template |> Backend.from_buffer(buffer, client) |> transfer(output_backend)
+
+  defp results(output, outputs, client, output_backend) do
+    {result, []} =
+      Composite.traverse(output, outputs, fn template, [buffer | rest] ->
+        {template |> Backend.from_buffer(buffer, client) |> transfer(output_backend), rest}
+      end)
+
+    result
   end
 
   # Cache.get_or_compile/3 traced: a `cache_lookup` span (`outcome`: hit or miss; up to where this
@@ -230,6 +242,14 @@ defmodule Plugboard.Nx do
 
   defp with_donate([], run_opts), do: run_opts
   defp with_donate(donate, run_opts), do: [{:donate, donate} | run_opts]
+
+  # The names of the io_calls `hooks:` binds, sorted (a cache key's part).
+  defp bound_hooks(opts) do
+    case hooks!(opts) do
+      hooks when hooks == %{} -> []
+      hooks -> hooks |> Map.keys() |> Enum.sort()
+    end
+  end
 
   # `hooks:` (Nx 1.0 always passes it; Nx 0.13 only when the caller does): the named side effects'
   # callbacks, by name, each a function of one argument (or nil: the expression's own callback).

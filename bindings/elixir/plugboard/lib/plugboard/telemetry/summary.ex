@@ -22,7 +22,9 @@ defmodule Plugboard.Telemetry.Summary do
       ordered callback that failed in Elixir does not make it an error, and a call refused in Elixir
       before reaching the NIF (bad options) is not a run;
     * `compiles` — by source (`:compiled`, `:compile_cache`, `:precompiled`, `:nx_cache`):
-      `%{count, total_ms}` each, and `errors` (compilations that failed or timed out);
+      `%{count, total_ms}` each, and `errors` (compilations that failed or timed out). Every hit of
+      `Plugboard.Nx`'s cache counts in `:nx_cache`; its `total_ms` sums only the lookups timed while
+      the run events were on (`Plugboard.Telemetry.run_events/1`: no clock is read otherwise);
     * `host_callbacks` — `%{count, total_ms, errors}` (an error: returned `{:error, _}` or raised);
     * `errors` — the sum of the three `errors`.
 
@@ -84,6 +86,15 @@ defmodule Plugboard.Telemetry.Summary do
   end
 
   defp handler_id, do: {__MODULE__, node()}
+
+  @doc false
+  # A hit of Plugboard.Nx's cache not timed (the run events off): its count alone.
+  def count_hit do
+    case :persistent_term.get(@counters, nil) do
+      nil -> :ok
+      c -> :counters.add(c, count(:nx_cache), 1)
+    end
+  end
 
   @doc false
   # A compile's answer or a hit of Plugboard.Nx's cache (Plugboard.Telemetry.compiled/4,

@@ -1,9 +1,16 @@
 defmodule Plugboard.Nx.Cache do
   @moduledoc false
   # Compiled programs by key (key/4: the client's id, the function, the arguments' templates, the
-  # caller's options), in a public ETS table owned by this process:
+  # caller's options):
+  #   - a hit reads `:persistent_term` (no copy: a cached jit runs on every call, and an ETS lookup
+  #     copied the key and the value out, ~1 us of the Nx layer's +4 us; bench/nx_bench.exs). The
+  #     public ETS table owned by this process holds what the cache knows of each key: {key,
+  #     {:compiling, pid} | {:ready, last_use}, stamp}, `last_use` an :atomics cell a hit writes;
   #   - bounded: at most `config :plugboard_nx, cache_entries:` (default 512) entries; when an insert
-  #     goes past it, the least recently used tenth goes;
+  #     goes past it, the least recently used tenth goes. An entry that goes is a `:persistent_term`
+  #     erase (a pass over every process that might hold the term; its executable and constants are
+  #     released when the pass ends, not when the erase returns), so the bound is there for a
+  #     program churn, not for a steady state;
   #   - one compile per key: the first process to miss marks the key as compiling; the others wait
   #     for its result (or, if it fails or dies, one of them compiles);
   #   - no client kept alive: keys hold a client's id, not the client, and when the garbage collector
@@ -14,7 +21,6 @@ defmodule Plugboard.Nx.Cache do
   @table __MODULE__
   @default_entries 512
   @poll_ms 2
-  @stamp_ms 1
 
   def start_link(_), do: GenServer.start_link(__MODULE__, [], name: __MODULE__)
 
@@ -26,7 +32,7 @@ defmodule Plugboard.Nx.Cache do
 
   @impl true
   def handle_info({:client_dropped, id}, state) do
-    :ets.match_delete(@table, {{:program, id, :_, :_, :_}, :_, :_})
+    :ets.select(@table, [{{{:program, id, :_, :_, :_}, :_, :_}, [], [:"$_"]}]) |> Enum.each(&drop/1)
     :ets.delete(@table, {:watched, id})
     {:noreply, state}
   end
@@ -58,18 +64,23 @@ defmodule Plugboard.Nx.Cache do
 
   @doc "The compiled value for `key` (made by key/4 for `client`), compiling it with `compile` on a miss."
   def get_or_compile(client, {:program, _, _, _, _} = key, compile) do
-    # Read only when telemetry is on (the hit's event measures the lookup).
-    start = Plugboard.Telemetry.start_time()
+    # A hit's event (and its clock) only with the run events on (Plugboard.Telemetry.hit_start/0).
+    start = Plugboard.Telemetry.hit_start()
 
-    case :ets.lookup(@table, key) do
-      [{^key, {:ready, value}, used}] ->
-        # The use stamp is written at most once a millisecond per key (a write on every hit cost ~0.3 us).
-        now = stamp()
-        if now - used >= @stamp_ms, do: :ets.update_element(@table, key, {3, now})
+    case :persistent_term.get({__MODULE__, key}, nil) do
+      {value, last_use} ->
+        :atomics.put(last_use, 1, stamp())
         # A hit never reaches Plugboard.compile/3: its [:plugboard, :compile] event is this one.
         Plugboard.Telemetry.cache_hit(start, client.target)
         value
 
+      nil ->
+        missed(client, key, compile)
+    end
+  end
+
+  defp missed(client, key, compile) do
+    case :ets.lookup(@table, key) do
       [{^key, {:compiling, pid}, _}] ->
         wait(client, key, pid, compile)
 
@@ -77,6 +88,10 @@ defmodule Plugboard.Nx.Cache do
         if :ets.insert_new(@table, {key, {:compiling, self()}, stamp()}),
           do: compile(client, key, compile),
           else: get_or_compile(client, key, compile)
+
+      # Ready since the :persistent_term read, or going (evicted, its client dropped) this moment.
+      [{^key, {:ready, _}, _}] ->
+        get_or_compile(client, key, compile)
     end
   end
 
@@ -90,7 +105,11 @@ defmodule Plugboard.Nx.Cache do
           :erlang.raise(kind, reason, __STACKTRACE__)
       end
 
-    :ets.insert(@table, {key, {:ready, value}, stamp()})
+    last_use = :atomics.new(1, signed: true)
+    :atomics.put(last_use, 1, stamp())
+    # The term first, then the row that tells waiters it is there.
+    :persistent_term.put({__MODULE__, key}, {value, last_use})
+    :ets.insert(@table, {key, {:ready, last_use}, stamp()})
     watch(client)
     evict(limit())
     value
@@ -120,8 +139,22 @@ defmodule Plugboard.Nx.Cache do
     get_or_compile(client, key, compile)
   end
 
+  @doc "The number of keys (compiled or compiling) and clients watched."
   def size, do: :ets.info(@table, :size)
-  def clear, do: :ets.delete_all_objects(@table)
+
+  @doc "Forgets every compiled program (a test's fresh start)."
+  def clear do
+    :ets.select(@table, [{{{:program, :_, :_, :_, :_}, {:ready, :_}, :_}, [], [:"$_"]}]) |> Enum.each(&drop/1)
+    :ets.delete_all_objects(@table)
+  end
+
+  # One entry goes: its row, then its term (a process that reads the term in between keeps using the
+  # value it got; one that reads it after compiles again).
+  defp drop({key, state, _} = row) do
+    :ets.delete_object(@table, row)
+    if match?({:ready, _}, state), do: :persistent_term.erase({__MODULE__, key})
+    :ok
+  end
 
   @doc false
   def limit, do: Application.get_env(:plugboard_nx, :cache_entries, @default_entries)
@@ -131,12 +164,13 @@ defmodule Plugboard.Nx.Cache do
     size = size()
 
     if size > limit do
-      drop = max(size - limit, div(limit, 10)) |> max(1)
+      count = max(size - limit, div(limit, 10)) |> max(1)
 
-      :ets.select(@table, [{{:"$1", {:ready, :_}, :"$2"}, [], [{{:"$2", :"$1"}}]}])
+      :ets.select(@table, [{{:_, {:ready, :"$1"}, :_}, [], [{{:"$1", :"$_"}}]}])
+      |> Enum.map(fn {last_use, row} -> {:atomics.get(last_use, 1), row} end)
       |> Enum.sort()
-      |> Enum.take(drop)
-      |> Enum.each(fn {_, key} -> :ets.delete(@table, key) end)
+      |> Enum.take(count)
+      |> Enum.each(fn {_, row} -> drop(row) end)
     end
 
     :ok
