@@ -96,6 +96,26 @@ defmodule Plugboard.Nx.CacheTest do
     refute Enum.any?(:ets.tab2list(Cache), &match?({{:program, ^id, _, _, _}, _, _}, &1))
   end
 
+  test "a restarted cache leaves none of its programs behind, and compiles again", %{c: c} do
+    x = Nx.tensor([1.0, 2.0])
+    jit = fn -> Nx.Defn.jit_apply(&Nx.multiply(&1, 7), [x], compiler: Plugboard.Nx, client: c, output_backend: Nx.BinaryBackend) end
+    assert Nx.to_flat_list(jit.()) == [7.0, 14.0]
+    assert programs() != []
+
+    # Killed: its table goes with it; the programs it held must go too (nothing else evicts them).
+    old = Process.whereis(Cache)
+    ref = Process.monitor(old)
+    Process.exit(old, :kill)
+    assert_receive {:DOWN, ^ref, :process, ^old, :killed}
+    assert eventually(fn -> (pid = Process.whereis(Cache)) != nil and pid != old and :ets.whereis(Cache) != :undefined end)
+    assert programs() == []
+
+    assert Nx.to_flat_list(jit.()) == [7.0, 14.0]
+    assert [_] = programs()
+  end
+
+  defp programs, do: for({{Cache, _} = key, _} <- :persistent_term.get(), do: key)
+
   # Every process's garbage collected, and the native teardowns that set off finished.
   defp settle do
     for pid <- Process.list(), do: :erlang.garbage_collect(pid)

@@ -26,6 +26,9 @@ defmodule Plugboard.Nx.Cache do
 
   @impl true
   def init([]) do
+    # Programs of a table that died with its owner (this process, restarted): nothing would evict
+    # them or drop them with their client.
+    for {{__MODULE__, _} = left, _} <- :persistent_term.get(), do: :persistent_term.erase(left)
     :ets.new(@table, [:named_table, :public, :set, read_concurrency: true, write_concurrency: true])
     {:ok, nil}
   end
@@ -89,8 +92,10 @@ defmodule Plugboard.Nx.Cache do
           do: compile(client, key, compile),
           else: get_or_compile(client, key, compile)
 
-      # Ready since the :persistent_term read, or going (evicted, its client dropped) this moment.
-      [{^key, {:ready, _}, _}] ->
+      # Ready since the :persistent_term read, or going (evicted, its client dropped) this moment:
+      # a row whose term is gone goes too, and the key is compiled again.
+      [{^key, {:ready, _}, _} = row] ->
+        if :persistent_term.get({__MODULE__, key}, nil) == nil, do: :ets.delete_object(@table, row)
         get_or_compile(client, key, compile)
     end
   end
