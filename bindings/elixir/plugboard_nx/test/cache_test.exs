@@ -96,6 +96,19 @@ defmodule Plugboard.Nx.CacheTest do
     refute Enum.any?(:ets.tab2list(Cache), &match?({{:program, ^id, _, _, _}, _, _}, &1))
   end
 
+  test "the bound counts programs, not the clients the table watches (regression)" do
+    # One program on each of three clients: three programs under a bound of 3, with three clients
+    # watched beside them. When the bound counted the watch rows too, each publish evicted.
+    Application.put_env(:plugboard_nx, :cache_entries, 3)
+    clients = for {_, path} <- cpu_plugins(), do: client(path)
+    assert length(clients) == 3
+    x = Nx.tensor([1.0, 2.0])
+    f = &Nx.subtract(&1, 5)
+    for c <- clients, do: Nx.Defn.jit_apply(f, [x], compiler: Plugboard.Nx, client: c, output_backend: Nx.BinaryBackend)
+    assert Cache.size() == 3
+    assert length(programs()) == 3
+  end
+
   test "a restarted cache leaves none of its programs behind, and compiles again", %{c: c} do
     x = Nx.tensor([1.0, 2.0])
     jit = fn -> Nx.Defn.jit_apply(&Nx.multiply(&1, 7), [x], compiler: Plugboard.Nx, client: c, output_backend: Nx.BinaryBackend) end

@@ -124,7 +124,7 @@ defmodule Plugboard.Nx do
     bound_hooks = bound_hooks(opts)
     # A program for a chosen device is compiled portable (runs on any device of the client).
     device = opts[:device_id]
-    cache_key = Cache.key(client, function_key(key), vars, {:jit, bound_hooks, device != nil, opts[:debug] == true})
+    cache_key = Cache.key(client, function_key(key), vars, {:jit, bound_hooks, device != nil, debug?(opts)})
     # Nx.donatable/1's marks (Plugboard.Nx.Donation); the cache key holds them (Cache.key/4).
     donated = vars |> Composite.flatten_list() |> Donation.donated()
 
@@ -242,6 +242,11 @@ defmodule Plugboard.Nx do
 
   defp with_donate([], run_opts), do: run_opts
   defp with_donate(donate, run_opts), do: [{:donate, donate} | run_opts]
+
+  @doc false
+  # Whether `debug:` asks for the module to be printed (any true value, as the compile reads it): a
+  # cache key's part, so that a debug call compiles (and prints) its own program.
+  def debug?(opts), do: opts[:debug] not in [nil, false]
 
   # The names of the io_calls `hooks:` binds, sorted (a cache key's part).
   defp bound_hooks(opts) do

@@ -6,11 +6,15 @@ defmodule Plugboard.Nx.Cache do
   #     copied the key and the value out, ~1 us of the Nx layer's +4 us; bench/nx_bench.exs). The
   #     public ETS table owned by this process holds what the cache knows of each key: {key,
   #     {:compiling, pid} | {:ready, last_use}, stamp}, `last_use` an :atomics cell a hit writes;
-  #   - bounded: at most `config :plugboard_nx, cache_entries:` (default 512) entries; when an insert
-  #     goes past it, the least recently used tenth goes. An entry that goes is a `:persistent_term`
-  #     erase (a pass over every process that might hold the term; its executable and constants are
-  #     released when the pass ends, not when the erase returns), so the bound is there for a
-  #     program churn, not for a steady state;
+  #   - only this process puts and erases the terms (publish, evict, a dropped client, clear, a
+  #     restart), so a term and its ready row come and go together: a compiling process killed at
+  #     any point leaves no term that nothing would remove, and no two evictions race;
+  #   - bounded: at most `config :plugboard_nx, cache_entries:` (default 512) entries; when a
+  #     publish goes past it, the least recently used tenth goes. An entry that goes is a
+  #     `:persistent_term` erase, each a copy of the table of terms and a pass over every process
+  #     that might hold the term (its executable and constants are released when the pass ends, not
+  #     when the erase returns), so the bound is there for a program churn, not for a steady state:
+  #     a bound of tens of thousands makes each eviction costly;
   #   - one compile per key: the first process to miss marks the key as compiling; the others wait
   #     for its result (or, if it fails or dies, one of them compiles);
   #   - no client kept alive: keys hold a client's id, not the client, and when the garbage collector
@@ -26,11 +30,28 @@ defmodule Plugboard.Nx.Cache do
 
   @impl true
   def init([]) do
-    # Programs of a table that died with its owner (this process, restarted): nothing would evict
-    # them or drop them with their client.
-    for {{__MODULE__, _} = left, _} <- :persistent_term.get(), do: :persistent_term.erase(left)
     :ets.new(@table, [:named_table, :public, :set, read_concurrency: true, write_concurrency: true])
+    # Programs of a table that died with its owner (this process, restarted): nothing would evict
+    # them or drop them with their client. No other process puts one (publish/3 is a call here).
+    erase_all()
     {:ok, nil}
+  end
+
+  @impl true
+  def handle_call({:publish, key, value}, _from, state) do
+    last_use = :atomics.new(1, signed: true)
+    :atomics.put(last_use, 1, stamp())
+    # The term first, then the row that tells waiters it is there.
+    :persistent_term.put({__MODULE__, key}, {value, last_use})
+    :ets.insert(@table, {key, {:ready, last_use}, stamp()})
+    evict(limit())
+    {:reply, :ok, state}
+  end
+
+  def handle_call(:clear, _from, state) do
+    :ets.match_delete(@table, {{:program, :_, :_, :_, :_}, :_, :_})
+    erase_all()
+    {:reply, :ok, state}
   end
 
   @impl true
@@ -39,6 +60,8 @@ defmodule Plugboard.Nx.Cache do
     :ets.delete(@table, {:watched, id})
     {:noreply, state}
   end
+
+  defp erase_all, do: for({{__MODULE__, _} = key, _} <- :persistent_term.get(), do: :persistent_term.erase(key))
 
   # The first compile for a client asks for word of its end, sent to this process. The client term
   # never reaches this process (a term in its heap would keep the client alive until its next GC).
@@ -72,7 +95,9 @@ defmodule Plugboard.Nx.Cache do
 
     case :persistent_term.get({__MODULE__, key}, nil) do
       {value, last_use} ->
-        :atomics.put(last_use, 1, stamp())
+        # Written when the millisecond changed: a read of a cell every caller of the key shares.
+        now = stamp()
+        if :atomics.get(last_use, 1) != now, do: :atomics.put(last_use, 1, now)
         # A hit never reaches Plugboard.compile/3: its [:plugboard, :compile] event is this one.
         Plugboard.Telemetry.cache_hit(start, client.target)
         value
@@ -110,13 +135,16 @@ defmodule Plugboard.Nx.Cache do
           :erlang.raise(kind, reason, __STACKTRACE__)
       end
 
-    last_use = :atomics.new(1, signed: true)
-    :atomics.put(last_use, 1, stamp())
-    # The term first, then the row that tells waiters it is there.
-    :persistent_term.put({__MODULE__, key}, {value, last_use})
-    :ets.insert(@table, {key, {:ready, last_use}, stamp()})
     watch(client)
-    evict(limit())
+
+    # Published by this table's process; if it is gone (restarting), the value is used uncached and
+    # the next caller compiles again.
+    try do
+      :ok = GenServer.call(__MODULE__, {:publish, key, value}, :infinity)
+    catch
+      :exit, _ -> :ets.whereis(@table) != :undefined and :ets.match_delete(@table, {key, {:compiling, self()}, :_})
+    end
+
     value
   end
 
@@ -144,27 +172,30 @@ defmodule Plugboard.Nx.Cache do
     get_or_compile(client, key, compile)
   end
 
-  @doc "The number of keys (compiled or compiling) and clients watched."
-  def size, do: :ets.info(@table, :size)
+  @doc "The number of programs (compiled or compiling): what the bound counts."
+  def size, do: :ets.select_count(@table, [{{{:program, :_, :_, :_, :_}, :_, :_}, [], [true]}])
 
   @doc "Forgets every compiled program (a test's fresh start)."
-  def clear do
-    :ets.select(@table, [{{{:program, :_, :_, :_, :_}, {:ready, :_}, :_}, [], [:"$_"]}]) |> Enum.each(&drop/1)
-    :ets.delete_all_objects(@table)
-  end
+  def clear, do: GenServer.call(__MODULE__, :clear, :infinity)
 
-  # One entry goes: its row, then its term (a process that reads the term in between keeps using the
-  # value it got; one that reads it after compiles again).
+  # One entry goes (in this table's process): its row, then its term, the one this row published (a
+  # process that reads the term in between keeps using the value it got; one that reads it after
+  # compiles again).
   defp drop({key, state, _} = row) do
     :ets.delete_object(@table, row)
-    if match?({:ready, _}, state), do: :persistent_term.erase({__MODULE__, key})
+
+    with {:ready, last_use} <- state,
+         {_, ^last_use} <- :persistent_term.get({__MODULE__, key}, nil),
+         do: :persistent_term.erase({__MODULE__, key})
+
     :ok
   end
 
   @doc false
   def limit, do: Application.get_env(:plugboard_nx, :cache_entries, @default_entries)
 
-  # Past `limit` entries: the least recently used tenth of them (at least one) goes.
+  # Past `limit` entries (in this table's process): the least recently used tenth of them (at least
+  # one) goes.
   defp evict(limit) do
     size = size()
 
@@ -181,6 +212,6 @@ defmodule Plugboard.Nx.Cache do
     :ok
   end
 
-  # Milliseconds: uses within one millisecond of each other count as one (@stamp_ms).
+  # Milliseconds: uses within one millisecond of each other count as one.
   defp stamp, do: :erlang.monotonic_time(:millisecond)
 end

@@ -21,7 +21,7 @@ defmodule Plugboard.Nx.Shard do
       replicated argument. A container argument's map holds for each of its tensors.
     * `partitioner:` — `:shardy` (default, as EXLA: the `sdy` dialect, Shardy) or `:gspmd`
       (`mhlo.sharding` attributes, XLA's GSPMD partitioner). The three CPU plugins split both
-      (README, "Many devices").
+      (the guide "Nx on plugboard", "Many devices").
     * `devices:` — the client's device indices the mesh's devices are, in the mesh's row-major
       order (default: the first ones).
 
@@ -49,7 +49,7 @@ defmodule Plugboard.Nx.Shard do
               "#{length(args_list)} argument list(s) given (one per device)"
     end
 
-    cache_key = Cache.key(client, Plugboard.Nx.function_key(key), vars, {:shard, mesh_shape, shardings, partitioner, devices, Keyword.take(opts, [:debug])})
+    cache_key = Cache.key(client, Plugboard.Nx.function_key(key), vars, {:shard, mesh_shape, shardings, partitioner, devices, Plugboard.Nx.debug?(opts)})
 
     {exe, output, used, constants} =
       Cache.get_or_compile(client, cache_key, fn -> compile(client, key, mesh_shape, vars, fun, shardings, partitioner, devices, opts) end)
