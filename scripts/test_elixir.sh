@@ -3,7 +3,8 @@
 # on Debian's Elixir, then on Elixir >= 1.17: scripts/elixir_toolchain.sh), then the end-to-end
 # release test (the sample app's compute release built, booted and run here, with its Nx job), the
 # cluster test (web and two compute nodes of those releases), then Nx on plugboard
-# (bindings/elixir/plugboard_nx: its tests, Nx's own suite and Axon's own suite twice, on Elixir >= 1.17).
+# (bindings/elixir/plugboard_nx: its tests, the documentation of both packages (scripts/docs.sh), Nx's
+# own suite and Axon's own suite twice, on Elixir >= 1.17).
 # Hex dependencies are plain requirements ({:nx, "~> 0.13"}), resolved through a local Hex registry
 # on 127.0.0.1 (scripts/hex_registry.sh: PLUGBOARD_HEX_PACKAGES' tarballs, Hex from PLUGBOARD_HEX_SRC);
 # Nx's and Axon's own suites run from their sources (PLUGBOARD_HEX_MIRROR, default
@@ -116,6 +117,10 @@ if [ "$PLUGBOARD_WITH_NX" = 1 ]; then
   nx_build="$build/elixir-build-nx"
   echo "[elixir] Nx on plugboard (bindings/elixir/plugboard_nx; Nx from Hex)"
   (cd "$root/bindings/elixir/plugboard_nx" && with_nx_elixir env MIX_ENV=test MIX_BUILD_ROOT="$nx_build" sh -c 'mix deps.get >/dev/null && mix test')
+  # The documentation as readers get it: both packages' `mix docs` with the guides (a warning fails
+  # it), then the pages opened in headless Chromium (screenshots kept in $build/docs/screenshots).
+  echo "[elixir] the documentation (scripts/docs.sh: mix docs of both packages, then the pages in headless Chromium)"
+  with_nx_elixir "$root/scripts/docs.sh" "$build"
   # The same tests on Nx's main branch (the Nx 1.0 contract: io_call, hooks: always a map), built from
   # its sources (PLUGBOARD_NX_MAIN, default ../shared/vendor/hex-nxmain; copied first, the folder is
   # read-only) through PLUGBOARD_NX_PATH, in a build root of its own.

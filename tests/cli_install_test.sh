@@ -44,6 +44,10 @@ cmake --build "$work/cmake-build" > "$work/build.log" 2>&1 || { cat "$work/build
 out=$("$work/cmake-build/consumer") || fail "the CMake consumer failed: $out"
 echo "cmake consumer: $out"
 case "$out" in *"on cpu (isolated: yes): 11 22 33 44"*) ;; *) fail "unexpected output: $out" ;; esac
+# The README's C++ start: the softmax example's first output (row 1 of softmax([1 2 3 4; 5 6 7 8])).
+out=$("$work/cmake-build/quickstart" "$(dirname "$0")/../examples/softmax.mlir") || fail "the README's quickstart failed: $out"
+echo "quickstart: $out"
+case "$out" in "cpu: 0.0320586 0.0871443 0.236883 0.643914 0.0320586 0.0871443 0.236883 0.643914") ;; *) fail "unexpected quickstart output: $out" ;; esac
 
 flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs plugboard) || fail "pkg-config plugboard"
 c++ -o "$work/pc-consumer" "$consumer/main.cpp" $flags -Wl,-rpath,"$prefix/lib" || fail "building with pkg-config ($flags)"

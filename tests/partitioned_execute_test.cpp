@@ -116,7 +116,7 @@ void run_and_check(const Client& client, const Executable& exe, const std::vecto
   }
 }
 
-// The combinations the three CPU plugins split as written (README, "Many devices"): each form with
+// The combinations the three CPU plugins split as written (docs/nx.md, "Many devices"): each form with
 // its own partitioner, and sdy shardings with the GSPMD partitioner too. (GSPMD shardings with the
 // Shardy partitioner are refused: PartitionedRefusalTest.)
 struct Case {

@@ -6,7 +6,7 @@
 //   auto trace = plugboard::trace::stop();           // what was recorded, as values
 //   (void)trace->write("run.trace.json");            // open it in Perfetto
 //
-// What plugboard records (README, "Traces"): the boot's stages per candidate, compiles (the plugin's,
+// What plugboard records (docs/traces.md): the boot's stages per candidate, compiles (the plugin's,
 // the compile cache's hits, misses and stores, precompiled loads), each execution (its launch on the
 // calling thread, the plugin's execute call, its time on the device's track from launch to ready, the
 // delivery of its completion), copies between host and device with their bytes, host callbacks on

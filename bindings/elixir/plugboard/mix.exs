@@ -5,6 +5,9 @@
 # Hex package (with the library's sources under native/ and checksum.exs).
 Code.require_file("mix/native_compiler.exs", __DIR__)
 Code.require_file("mix/precompile_task.exs", __DIR__)
+# The guides and their groups, shared with plugboard_nx (in the repository only: a Hex package has
+# no guides beside it).
+if File.exists?(Path.expand("../docs_config.exs", __DIR__)), do: Code.require_file("../docs_config.exs", __DIR__)
 
 defmodule Plugboard.MixProject do
   use Mix.Project
@@ -22,7 +25,7 @@ defmodule Plugboard.MixProject do
       deps: deps(),
       description: "One Elixir release, many accelerators: PJRT plugins chosen when the release boots",
       package: package(),
-      docs: [main: "Plugboard"]
+      docs: docs()
     ]
   end
 
@@ -33,8 +36,23 @@ defmodule Plugboard.MixProject do
   # :telemetry is optional: Plugboard.Telemetry emits nothing without it. Asked for from Hex when Mix
   # has Hex (every project fetching packages does, and `mix hex.build` puts it in the package's
   # metadata); a path dependency built without Hex (offline, Debian's Elixir) goes without.
+  # ex_doc only for `MIX_ENV=docs mix docs` (scripts/docs.sh).
   defp deps do
-    if Code.ensure_loaded?(Hex), do: [{:telemetry, "~> 1.0", optional: true}], else: []
+    if Code.ensure_loaded?(Hex),
+      do: [{:telemetry, "~> 1.0", optional: true}, {:ex_doc, "~> 0.40", only: :docs, runtime: false}],
+      else: []
+  end
+
+  defp docs do
+    groups = [
+      "Start and run": [Plugboard, Plugboard.Client, Plugboard.Executable, Plugboard.Buffer, Plugboard.Run, Plugboard.Error],
+      "One release, N targets": [Plugboard.Release, Plugboard.Report],
+      "Host callbacks": [Plugboard.HostTensor, Plugboard.Call, Plugboard.OrderedCall],
+      "Cluster": [Plugboard.Cluster, Plugboard.KeyValueStore],
+      "Observing": [Plugboard.Telemetry, Plugboard.Telemetry.Summary, Plugboard.Trace, Plugboard.Trace.Cluster, Plugboard.Trace.Summary]
+    ]
+
+    if Code.ensure_loaded?(Plugboard.DocsConfig), do: Plugboard.DocsConfig.docs("Plugboard", groups), else: [main: "Plugboard"]
   end
 
   # What `mix hex.build` packs: scripts/package.sh adds native/ (the library's sources and the PJRT

@@ -12,6 +12,9 @@
 # come from the same parent folder, and the lock is mix.nx-path.lock, so the Hex build's mix.lock stays
 # as it is. Plugboard.Nx decides what to lower by what that Nx provides (Plugboard.Nx.Features), never by
 # its version.
+# The guides and their groups, shared with plugboard (in the repository only).
+if File.exists?(Path.expand("../docs_config.exs", __DIR__)), do: Code.require_file("../docs_config.exs", __DIR__)
+
 defmodule PlugboardNx.MixProject do
   use Mix.Project
 
@@ -24,6 +27,7 @@ defmodule PlugboardNx.MixProject do
       elixirc_paths: elixirc_paths(Mix.env()),
       deps: deps(),
       lockfile: if(nx_path(), do: "mix.nx-path.lock", else: "mix.lock"),
+      docs: docs(),
       description: "Nx on plugboard: a defn compiler and a backend over the accelerator a release booted",
       package: [
         licenses: ["Apache-2.0"],
@@ -42,8 +46,9 @@ defmodule PlugboardNx.MixProject do
 
   # Axon and Polaris only for the tests (test/axon_test.exs: Nx software nobody here wrote, on
   # plugboard).
+  # ex_doc only for `MIX_ENV=docs mix docs` (scripts/docs.sh).
   defp deps do
-    [plugboard() | nx_deps(nx_path())]
+    [plugboard() | nx_deps(nx_path())] ++ [{:ex_doc, "~> 0.40", only: :docs, runtime: false}]
   end
 
   @nx_requirement "~> 0.13 or ~> 1.0"
@@ -100,5 +105,14 @@ defmodule PlugboardNx.MixProject do
     if File.exists?(Path.join(sibling, "mix.exs")) and not File.exists?(Path.expand("hex_metadata.config", __DIR__)),
       do: {:plugboard, path: sibling},
       else: {:plugboard, "~> 0.1"}
+  end
+
+  defp docs do
+    groups = [
+      "Compiler and backend": [Plugboard.Nx, Plugboard.Nx.Backend],
+      "Serving across nodes": [Plugboard.Serving]
+    ]
+
+    if Code.ensure_loaded?(Plugboard.DocsConfig), do: Plugboard.DocsConfig.docs("Plugboard.Nx", groups), else: [main: "Plugboard.Nx"]
   end
 end

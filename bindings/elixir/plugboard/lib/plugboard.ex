@@ -312,7 +312,7 @@ defmodule Plugboard do
 
   Several devices (SPMD): `partitions:` (how many parts XLA splits the program into, one per device),
   `partitioner:` (`:gspmd`, the program's `mhlo.sharding` attributes, or `:shardy`, its `sdy`
-  dialect; which a plugin accepts is in the README's "Many devices"), `devices:` (the device indices
+  dialect; which a plugin accepts is in the guide "Nx on plugboard", "Many devices"), `devices:` (the device indices
   partition by partition; default the first `partitions:`). The executable's `devices` lists where
   it runs; `run_partitioned/3` runs it.
   """

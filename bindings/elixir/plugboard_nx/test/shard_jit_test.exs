@@ -56,7 +56,7 @@ defmodule Plugboard.Nx.ShardJitTest do
     end
   end
 
-  # Both forms, each with its partitioner: the three CPU plugins split both (README, "Many devices").
+  # Both forms, each with its partitioner: the three CPU plugins split both (docs/nx.md, "Many devices").
   @forms [:gspmd, :shardy]
 
   for {label, path} <- cpu_plugins() do

@@ -2,7 +2,7 @@ import Config
 
 # Read when a release boots, from the environment a deploy sets. The node's own name and cookie are
 # the release's: RELEASE_DISTRIBUTION=name RELEASE_NODE=compute@10.0.0.2 RELEASE_COOKIE=... (see the
-# sample's README, "One release, one cluster").
+# sample's README; docs/cluster.md).
 
 # The peers this node connects to (and reconnects to after a partition): Plugboard.Cluster.Connector.
 if peers = System.get_env("CLUSTER_PEERS") do

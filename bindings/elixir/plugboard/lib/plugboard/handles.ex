@@ -35,7 +35,7 @@ defmodule Plugboard.Executable do
   start: `:inline` on the calling scheduler (nothing in the program says it could run long: no loops,
   custom calls, host callbacks, collectives or SPMD partitioning, small results; two launches in a
   row over 0.5 ms, or one over 20 ms, send later ones to a thread until 16 in a row there stay within
-  0.5 ms, a count that doubles with each return: the README's "Elixir: one release, N accelerator
+  0.5 ms, a count that doubles with each return: the guide "One release, N accelerator
   targets"),
   or `:thread` on one of plugboard's threads. `devices` lists the device indices it was compiled
   for, partition by partition (one; several for `partitions:`, run with `Plugboard.run_partitioned/3`;

@@ -12,7 +12,7 @@ defmodule Plugboard.KeyValueStore do
 
   ## Design
 
-    * **Who holds the data**: one process per cluster (`Plugboard.KeyValueStore.Server`), registered
+    * **Who holds the data**: one process per cluster (a `Plugboard.KeyValueStore` server), registered
       in `:global` under `{Plugboard.KeyValueStore, cluster}` (`cluster:` option, default
       `:plugboard`), started by the first `open/2` on any node, on that node (the *leader*,
       `leader/1`), under the `:plugboard` application's `Plugboard.KeyValueStore.Supervisor` (so

@@ -4,7 +4,7 @@ defmodule Plugboard.Telemetry do
   when it is not loaded (or its application did not start), nothing is emitted and each place that
   would emit costs one `:persistent_term` read. Whether it is there is decided once, when the
   `:plugboard` application starts; `config :plugboard, telemetry: false` turns the events off even
-  where `:telemetry` is loaded (what they cost a run: the README's "Telemetry"). The per-run events
+  where `:telemetry` is loaded (what they cost a run: the guide "Telemetry"). The per-run events
   are off unless asked for (`config :plugboard, run_events: true`, or `run_events/1`): the counts a
   node report carries (`Plugboard.Telemetry.Summary`) are kept by the NIF whether or not they are on.
 

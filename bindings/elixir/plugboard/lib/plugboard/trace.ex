@@ -6,7 +6,7 @@ defmodule Plugboard.Trace do
   One switch records both sides: plugboard's C++ library (the boot's stages per candidate, compiles
   and the compile cache, each execution's launch, its plugin call and its time on the device's
   track, copies with their bytes, host callbacks waiting on the plugin's thread, deliveries: the
-  README's "Traces") and the Elixir side (`Plugboard.run/3` and `await/2`, host callback functions,
+  guide "Traces") and the Elixir side (`Plugboard.run/3` and `await/2`, host callback functions,
   and any span you record here).
 
       :ok = Plugboard.Trace.start()
