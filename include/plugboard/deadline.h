@@ -1,6 +1,7 @@
-// Deadline arithmetic that cannot overflow: a timeout is whatever int64 milliseconds a plugin passes
-// (PJRT's timeout_in_ms, INT64_MAX for "forever" included), and adding to it, or turning it into a
-// steady_clock time point (nanoseconds), must saturate rather than wrap to a time in the past.
+/// \file
+/// Deadline arithmetic that cannot overflow: a timeout is whatever int64 milliseconds a plugin passes
+/// (PJRT's timeout_in_ms, INT64_MAX for "forever" included), and adding to it, or turning it into a
+/// steady_clock time point (nanoseconds), must saturate rather than wrap to a time in the past.
 #pragma once
 
 #include <chrono>
@@ -10,7 +11,7 @@
 
 namespace plugboard {
 
-// a + b, clamped to milliseconds' range.
+/// a + b, clamped to milliseconds' range.
 constexpr std::chrono::milliseconds saturating_add(std::chrono::milliseconds a, std::chrono::milliseconds b) noexcept {
   using Rep = std::chrono::milliseconds::rep;
   Rep sum;
@@ -19,8 +20,8 @@ constexpr std::chrono::milliseconds saturating_add(std::chrono::milliseconds a, 
   return std::chrono::milliseconds(sum);
 }
 
-// The steady_clock time `timeout` after `now` (a negative timeout is `now`), or nullopt when that
-// lies beyond what the clock can represent: wait without a deadline then.
+/// The steady_clock time `timeout` after `now` (a negative timeout is `now`), or nullopt when that
+/// lies beyond what the clock can represent: wait without a deadline then.
 inline std::optional<std::chrono::steady_clock::time_point> deadline_after(std::chrono::steady_clock::time_point now,
                                                                           std::chrono::milliseconds timeout) noexcept {
   using std::chrono::steady_clock;
