@@ -65,7 +65,7 @@ if modern_bin=$(modern_elixir_bin "$root"); then
        MIX_BUILD_ROOT="$build/elixir-build-modern" PLUGBOARD_EXPECT_TELEMETRY=1 sh -c 'mix deps.get > /dev/null && mix test')
   else
     modern_bin=
-    echo "[elixir] SKIPPED everything on Elixir >= 1.17 (ExUnit with :telemetry, the Nx jobs, Nx on plugboard, the packages): no Hex repository (set PLUGBOARD_HEX_PACKAGES to a folder of Hex tarballs, such as ../shared/vendor/hex-packages, and PLUGBOARD_HEX_SRC to the Hex client's sources)"
+    echo "[elixir] SKIPPED everything on Elixir >= 1.17 (ExUnit with :telemetry, the Nx jobs, Nx on plugboard, the packages, the documentation): no Hex repository (set PLUGBOARD_HEX_PACKAGES to a folder of Hex tarballs, such as ../shared/vendor/hex-packages, and PLUGBOARD_HEX_SRC to the Hex client's sources)"
   fi
 else
   modern_bin=
