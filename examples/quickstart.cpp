@@ -1,7 +1,7 @@
 // The README's C++ start, whole: boot the target this machine has, compile a StableHLO program from a
 // file, run it on a f32[2,4] and print its first output. Built against the installed library and run
 // by tests/cli_install_test.sh (ctest install.consumer); the README's block is the part between the
-// two `readme` marks, and tests/docs_examples_test.sh checks that the two agree.
+// two `readme` marks, and tests/docs_examples_test.py (ctest docs.readme_starts) checks that the two agree.
 //   quickstart examples/softmax.mlir
 #include <plugboard/plugboard.h>
 
