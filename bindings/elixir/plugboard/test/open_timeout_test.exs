@@ -42,10 +42,10 @@ defmodule Plugboard.OpenTimeoutTest do
     me = self()
     caller = spawn(fn -> send(me, {:opened, Plugboard.open(plugin, [{"fault", "slow:1500"}], timeout: :infinity)}) end)
     Process.sleep(100)
-    # The process the open waits in (a new one, running Plugboard's code; not the caller).
+    # The process the open waits in (a new one, running Plugboard.Clients' code; not the caller).
     started =
       for pid <- Process.list(), pid != caller, not MapSet.member?(before_processes, pid),
-          match?({:current_function, {Plugboard, _, _}}, Process.info(pid, :current_function)),
+          match?({:current_function, {Plugboard.Clients, _, _}}, Process.info(pid, :current_function)),
           do: pid
 
     assert started != [], "no process opens the client"

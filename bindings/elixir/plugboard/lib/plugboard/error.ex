@@ -19,4 +19,9 @@ defmodule Plugboard.Error do
 
   @doc false
   def new(code, message), do: %__MODULE__{code: code, message: message}
+
+  @doc false
+  # The bang variants' answer: the value, or the error raised.
+  def unwrap!({:ok, value}), do: value
+  def unwrap!({:error, %__MODULE__{} = error}), do: raise(error)
 end

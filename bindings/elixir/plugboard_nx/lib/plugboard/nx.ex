@@ -404,13 +404,14 @@ defmodule Plugboard.Nx do
   # once the execution is over, and the side effects after it in the program are not called (the
   # program itself runs to its end: it cannot be stopped halfway). The first failure is kept for the
   # run in the calling process (where the callbacks run); a run made inside a callback keeps its own.
-  defp run(exe, buffers, []), do: Plugboard.run(exe, buffers, [])
+  # Plugboard.Execution.run/3 itself, not Plugboard.run/3's delegate: one call less on every jit.
+  defp run(exe, buffers, []), do: Plugboard.Execution.run(exe, buffers, [])
 
   defp run(exe, buffers, run_opts) do
     outer = Process.put(@side_effect_failure, :none)
 
     try do
-      result = Plugboard.run(exe, buffers, run_opts)
+      result = Plugboard.Execution.run(exe, buffers, run_opts)
 
       case Process.get(@side_effect_failure) do
         {kind, reason, stacktrace} -> :erlang.raise(kind, reason, stacktrace)
