@@ -3,9 +3,9 @@
 
     plot_scaling.py BENCH_OUTPUT DELIVERY_OUTPUT BOOT_OUTPUT OUT_DIR
 
-Writes OUT_DIR/threads.png (executions per second against threads, plugboard and the raw C API,
-per plugin: a plain program, and one with a blocking host callback), OUT_DIR/program_size.png (compile time and dispatch against the number of ops),
-OUT_DIR/delivery.png (ordered-callback latency against receivers) and OUT_DIR/boot.png (boot time
+Writes OUT_DIR/scaling_threads.png (executions per second against threads, plugboard and the raw C API,
+per plugin: a plain program, and one with a blocking host callback), OUT_DIR/scaling_program_size.png (compile time and dispatch against the number of ops),
+OUT_DIR/scaling_delivery.png (ordered-callback latency against receivers) and OUT_DIR/scaling_boot.png (boot time
 against the targets in a bundle, with the CPU plugin alone).
 """
 import re
@@ -61,7 +61,7 @@ axes[0].set_title("add f32[4]: execute_into and the raw C API", fontsize=10)
 axes[1].set_title("y = cb(x) + cb(x), a blocking host callback:\nexecute_with_callbacks and a raw FFI handler", fontsize=10)
 fig.suptitle("Throughput vs callers on one client")
 fig.tight_layout()
-fig.savefig(f"{out}/threads.png", dpi=110)
+fig.savefig(f"{out}/scaling_threads.png", dpi=110)
 
 fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4.2))
 for i, (name, t) in enumerate(plugins.items()):
@@ -80,7 +80,7 @@ for a, label in ((a1, "compile time (ms)"), (a2, "execute + await (us)")):
     a.legend(fontsize=7)
 fig.suptitle("Compile and dispatch vs program size")
 fig.tight_layout()
-fig.savefig(f"{out}/program_size.png", dpi=110)
+fig.savefig(f"{out}/scaling_program_size.png", dpi=110)
 
 def numeric_rows(text, width):
     """The rows of a table printed by delivery_bench / boot_bench: lines of `width` leading numbers."""
@@ -115,12 +115,12 @@ ax.plot([r[0] for r in rows], [r[2] for r in rows], "--", marker="s", label="99t
 ax.set_xscale("log")
 ax.set_yscale("log")
 finish(fig, ax, "receivers (ordered-delivery queues)", "post -> task starts (us)",
-       "Ordered-callback delivery latency vs receivers", "delivery.png")
+       "Ordered-callback delivery latency vs receivers", "scaling_delivery.png")
 
 rows = numeric_rows(boot_text, 5)
 fig, ax = plt.subplots(figsize=(7, 4.2))
 plot_pair(ax, [r[0] for r in rows], [r[2] for r in rows], [r[1] for r in rows], 0, "boot:", "CPU plugin alone")
 ax.set_ylim(bottom=0)
 finish(fig, ax, "targets in the bundle (cpu, cuda13, rocm7, then probed-out and failing ones)",
-       "process start -> ready client (ms)", "Boot time vs targets in a bundle", "boot.png")
-print(f"wrote {out}/threads.png, program_size.png, delivery.png and boot.png")
+       "process start -> ready client (ms)", "Boot time vs targets in a bundle", "scaling_boot.png")
+print(f"wrote {out}/scaling_threads.png, scaling_program_size.png, scaling_delivery.png and scaling_boot.png")

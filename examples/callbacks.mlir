@@ -1,4 +1,4 @@
-// Host callbacks from inside a program (scripts/demo.sh runs it; see README "Host callbacks"):
+// Host callbacks from inside a program (scripts/demo.sh runs it; see docs/host-callbacks.md):
 //  - @plugboard.print is the print hook: an ordered call, the program does not wait for it; the
 //    label comes from backend_config.
 //  - @host_scale is a blocking call: the program waits for its result. `plugboard run` binds it with

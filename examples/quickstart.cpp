@@ -5,6 +5,7 @@
 //   quickstart examples/softmax.mlir
 #include <plugboard/plugboard.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <span>

@@ -6,7 +6,7 @@
 # (scripts/plot_venv.sh).
 # Not part of CI.
 #
-#   scripts/bench_plots.sh [--plugin PATH]... [--quick]      (PNGs into bench/plots/)
+#   scripts/bench_plots.sh [--plugin PATH]... [--quick]      (PNGs into docs/images/scaling_*.png, which docs/performance.md shows)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=${BUILD_DIR:-$root/build}
@@ -17,5 +17,4 @@ trap 'rm -rf "$out"' EXIT
 cmake --build "$build_dir" --target delivery_bench > /dev/null
 "$build_dir/bench/delivery_bench" | tee "$out/delivery.txt"
 "$root/scripts/bench_boot.sh" | tee "$out/boot.txt"
-mkdir -p "$root/bench/plots"
-"$python" "$root/bench/plot_scaling.py" "$out/bench.txt" "$out/delivery.txt" "$out/boot.txt" "$root/bench/plots"
+"$python" "$root/bench/plot_scaling.py" "$out/bench.txt" "$out/delivery.txt" "$out/boot.txt" "$root/docs/images"

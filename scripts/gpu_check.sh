@@ -18,7 +18,7 @@
 # plugin PLUGBOARD_GPU_CHECK_PLUGIN names), with the bridge, runs the same line there, and compares:
 # platform cuda, the runtime_call's and the ordered hook's exact answers, both losses within 1e-3 of
 # the CPU's, and a donated buffer written in place. Then the plugin's own profiler (the PJRT profiler
-# extension, README "Traces"): `plugboard run --trace` of tests/conformance/cases/add_f32 on the same
+# extension, docs/traces.md): `plugboard run --trace` of tests/conformance/cases/add_f32 on the same
 # plugin must give a trace whose "plugin profiler" span says "collected", with spans of the plugin's
 # device planes (tracks "plugin /device:GPU:N ...": the kernels CUPTI saw) inside the trace's time, and
 # no notes. On a plugin without the extension (the CPU plugins) that check says so and passes; on the

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up (scripts/setup.sh) and runs all tests: a regular build with the Elixir package's
-# tests over it (scripts/test_elixir.sh), then the C++ tests and ExUnit under AddressSanitizer +
+# tests over it (scripts/test_elixir.sh: ExUnit, the releases, Nx on plugboard, and the documentation
+# built and opened in a browser, scripts/docs.sh), then the C++ tests and ExUnit under AddressSanitizer +
 # UndefinedBehaviorSanitizer, then the threaded tests under ThreadSanitizer.
 #
 #   scripts/test.sh [--no-sanitize]

@@ -69,7 +69,7 @@ if modern_bin=$(modern_elixir_bin "$root"); then
   fi
 else
   modern_bin=
-  echo "[elixir] SKIPPED ExUnit on Elixir >= 1.17, the release test's Nx job and Nx on plugboard: no Elixir >= 1.17 on PATH and none could be built (set PLUGBOARD_ELIXIR_SRC to Elixir's sources)"
+  echo "[elixir] SKIPPED ExUnit on Elixir >= 1.17, the release test's Nx job, Nx on plugboard and the Elixir documentation: no Elixir >= 1.17 on PATH and none could be built (set PLUGBOARD_ELIXIR_SRC to Elixir's sources)"
 fi
 
 # Nx's and Axon's own suites run from their sources (Hex tarballs carry no tests): the folder

@@ -13,6 +13,8 @@ the page and the error.
 import base64
 import json
 import os
+import select
+import signal
 import shutil
 import subprocess
 import sys
@@ -24,11 +26,12 @@ import time
 PAGES = [
     ("plugboard-index", "plugboard/index.html", "Plugboard"),
     ("plugboard-guide-release", "plugboard/release.html", "One release, N accelerator targets"),
+    ("plugboard-guide-performance", "plugboard/performance.html", "Performance"),
     ("plugboard-module", "plugboard/Plugboard.html", "Plugboard"),
     ("plugboard-search-run", "plugboard/search.html?q=run", None),
     ("plugboard_nx-module", "plugboard_nx/Plugboard.Nx.html", "Plugboard.Nx"),
     ("plugboard_nx-guide-nx", "plugboard_nx/nx.html", "Nx on plugboard"),
-    ("cpp-index", "cpp/html/index.html", "plugboard"),
+    ("cpp-index", "cpp/html/index.html", "Errors as values; nothing throws."),
     ("cpp-client", "cpp/html/classplugboard_1_1api_1_1Client.html", "A started plugin"),
 ]
 
@@ -48,11 +51,13 @@ class Browser:
             read_end, write_end = os.dup(to_browser_r), os.dup(from_browser_w)
             os.dup2(read_end, 3)
             os.dup2(write_end, 4)
+            os.closerange(5, os.sysconf("SC_OPEN_MAX"))  # nothing else of this process's
         self.proc = subprocess.Popen(
             ["chromium", "--headless=new", "--remote-debugging-pipe", "--no-sandbox", "--disable-gpu",
              "--no-first-run", "--no-default-browser-check", "--hide-scrollbars", "--window-size=1280,900",
+             "--disable-dev-shm-usage",
              f"--user-data-dir={self.profile}", "about:blank"],
-            close_fds=False, preexec_fn=child_fds,
+            close_fds=False, preexec_fn=child_fds, start_new_session=True,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         os.close(to_browser_r)
         os.close(from_browser_w)
@@ -62,8 +67,9 @@ class Browser:
 
     def _read_message(self, deadline):
         while b"\0" not in self.buffer:
-            if time.monotonic() > deadline:
-                raise TimeoutError("chromium did not answer")
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.from_browser], [], [], left)[0]:
+                raise TimeoutError("chromium did not answer in time")
             chunk = os.read(self.from_browser, 65536)
             if not chunk:
                 raise RuntimeError("chromium closed its DevTools pipe (did it start?)")
@@ -105,7 +111,13 @@ class Browser:
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            pass
+        # The browser's helpers (renderers, the GPU process) are in its process group.
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
         shutil.rmtree(self.profile, ignore_errors=True)
 
 
@@ -128,8 +140,24 @@ def problems_in(events):
 
 
 def evaluate(browser, session, expression):
-    result = browser.send("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session)
+    """The expression's value in the page; None while the page is being replaced (a redirect)."""
+    try:
+        result = browser.send("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session)
+    except RuntimeError:
+        return None
     return result.get("result", {}).get("value")
+
+
+def broken_links(browser, session, docs):
+    """The page's links to files (not to the web, not to an anchor of itself) whose file is missing."""
+    hrefs = evaluate(browser, session, "Array.from(document.querySelectorAll('a[href]')).map(a => a.href)") or []
+    missing = []
+    for href in hrefs:
+        if href.startswith("file://"):
+            path = href[len("file://"):].split("#")[0].split("?")[0]
+            if path and not os.path.exists(path):
+                missing.append(os.path.relpath(path, docs))
+    return sorted(set(missing))
 
 
 def check_page(browser, docs, shots, name, page, must_show):
@@ -168,6 +196,7 @@ def check_page(browser, docs, shots, name, page, must_show):
     if not page.startswith("cpp/") and sidebar < 10:
         failures.append(f"{page}: the sidebar has {sidebar} links (its JavaScript did not build it?)")
     failures += [f"{page}: {p}" for p in problems_in(browser.events)]
+    failures += [f"{page}: a link to a missing file: {m}" for m in broken_links(browser, session, docs)]
     shot = browser.send("Page.captureScreenshot", {"format": "png"}, session)
     with open(os.path.join(shots, name + ".png"), "wb") as f:
         f.write(base64.b64decode(shot["data"]))

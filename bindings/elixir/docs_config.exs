@@ -29,10 +29,18 @@ defmodule Plugboard.DocsConfig do
       groups_for_modules: groups_for_modules,
       assets: %{Path.join(@guides, "images") => "images"},
       source_url: "https://github.com/plugboard/plugboard",
+      # "View source" links: paths from the repository's root (ex_doc gives them relative to the
+      # project, and the guides, outside either project, as absolute paths).
+      source_url_pattern: &source_url/2,
       skip_code_autolink_to: @not_links,
       formatters: ["html"]
     ]
   end
 
   defp guide(name), do: Path.join(@guides, name <> ".md")
+
+  @root Path.expand("../..", __DIR__)
+  @doc false
+  def source_url(path, line),
+    do: "https://github.com/plugboard/plugboard/blob/main/#{Path.relative_to(Path.expand(path), @root)}#L#{line}"
 end

@@ -79,7 +79,7 @@ defmodule Plugboard.TraceChecks do
 
   @doc """
   Writes `trace` (or a merged list) to `$PLUGBOARD_TRACE_OUT/<name>.trace.json` when
-  PLUGBOARD_TRACE_OUT names a folder (made when missing): the example traces the README's pictures
+  PLUGBOARD_TRACE_OUT names a folder (made when missing): the example traces docs/traces.md's pictures
   are drawn from. Returns the path written, or nil.
   """
   def save(trace, name) do

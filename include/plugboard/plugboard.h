@@ -30,6 +30,7 @@
 /// - blocking host callbacks: the plugin's thread that runs the program;
 /// - view_of_device_memory's `on_release`: the thread on which the plugin lets go of the memory (a
 /// plugin thread, or the one destroying the view); it must only release, never call the library.
+///
 /// None of them may wait for an execution: await() there is FAILED_PRECONDITION (it would wait for
 /// the very thread it runs on); use on_complete.
 #pragma once
@@ -187,8 +188,8 @@ class Program {
 
 /// How XLA splits one program over several devices (SPMD: each device runs the program on its part
 /// of the arrays; XLA inserts the collectives between them). Each reads its own form of sharding
-/// annotations in the program; which forms a plugin accepts depends on its XLA build (README: "Many
-/// devices").
+/// annotations in the program; which forms a plugin accepts depends on its XLA build (docs/nx.md:
+/// "Many devices").
 enum class Partitioner {
   kNone,  ///< one device
   kGspmd,  ///< GSPMD: `mhlo.sharding` attributes (and module attributes mhlo.num_partitions)
@@ -344,9 +345,8 @@ class Execution {
   /// client does that for small programs), or it finished since. Never waits. False for an execution
   /// with host callbacks until await() has returned (its ordered calls may still be on their way).
   PLUGBOARD_API bool finished() const noexcept;
-  /// Host calls this execution made, by kind (final once complete).
-  PLUGBOARD_API uint64_t blocking_calls() const noexcept;  ///< blocking host calls made
-  PLUGBOARD_API uint64_t ordered_calls() const noexcept;  ///< ordered host calls made
+  PLUGBOARD_API uint64_t blocking_calls() const noexcept;  ///< blocking host calls made (final once complete)
+  PLUGBOARD_API uint64_t ordered_calls() const noexcept;  ///< ordered host calls made (final once complete)
 
   /// \cond INTERNAL
   struct Impl;

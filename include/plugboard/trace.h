@@ -2,10 +2,12 @@
 /// Traces: where the time of a process goes, as spans in the Chrome trace-event JSON format (the one
 /// Perfetto, ui.perfetto.dev, and chrome://tracing open).
 ///
-/// plugboard::trace::start();                       // everything below is recorded
-/// ... boot, compile, copies, executions ...
-/// auto trace = plugboard::trace::stop();           // what was recorded, as values
-/// (void)trace->write("run.trace.json");            // open it in Perfetto
+/// \code
+///   plugboard::trace::start();                       // everything below is recorded
+///   ... boot, compile, copies, executions ...
+///   auto trace = plugboard::trace::stop();           // what was recorded, as values
+///   (void)trace->write("run.trace.json");            // open it in Perfetto
+/// \endcode
 ///
 /// What plugboard records (docs/traces.md): the boot's stages per candidate, compiles (the plugin's,
 /// the compile cache's hits, misses and stores, precompiled loads), each execution (its launch on the
@@ -90,7 +92,8 @@ PLUGBOARD_API Track named_track(std::string_view name) noexcept;
 PLUGBOARD_API void record(std::string_view name, std::string_view category, int64_t start_ns, int64_t end_ns,
                           Track track, std::span<const Arg> args = {}) noexcept;
 
-/// A recorded trace, as values.
+// A recorded trace, as values.
+
 /// One span of a recorded trace.
 struct Span {
   std::string name;  ///< what it is ("compile", "execute", ...)
@@ -114,7 +117,7 @@ struct Trace {
   /// One reading of each clock at start(), for aligning traces across processes and machines.
   int64_t clock_monotonic_ns = 0;
   int64_t clock_realtime_ns = 0;  ///< CLOCK_REALTIME beside clock_monotonic_ns
-  int64_t started_ns = 0;  ///< monotonic, start() and stop()
+  int64_t started_ns = 0;  ///< now() at start()
   int64_t stopped_ns = 0;  ///< now() at stop()
   size_t max_spans = 0;  ///< Options::max_spans
   uint64_t dropped_spans = 0;  ///< spans past max_spans, not kept

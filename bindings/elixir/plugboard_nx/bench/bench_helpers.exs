@@ -54,6 +54,60 @@ defmodule Bench do
       Path.join(System.user_home!(), ".cache/plugboard/deps/files/xla_cpu_081/xla_cpu_pjrt.so")
   end
 
+  @doc """
+  Writes a benchmark's figures, with what they were measured on, as JSON to
+  `PLUGBOARD_BENCH_RESULTS/NAME-PLUGIN.json` (nothing when the variable is not set): the command, the
+  time, the commit, the machine (processor, cores, load averages), Elixir, OTP and Nx, and the plugin
+  (its file and the platform version its client reports). The guides' figures are made from these
+  files (bench/nx_figures.py), not typed.
+  """
+  def record(name, client, figures) do
+    with dir when is_binary(dir) and dir != "" <- System.get_env("PLUGBOARD_BENCH_RESULTS") do
+      plugin = plugin()
+      File.mkdir_p!(dir)
+      path = Path.join(dir, "#{name}-#{plugin |> Path.dirname() |> Path.basename()}.json")
+
+      record = %{
+        benchmark: name,
+        command: System.get_env("PLUGBOARD_BENCH_COMMAND", "mix run bench/#{name}.exs"),
+        recorded_at: DateTime.utc_now() |> DateTime.truncate(:second) |> DateTime.to_iso8601(),
+        commit: commit(),
+        machine: %{cpu: cpu_model(), cores: System.schedulers_online(), load_average: load_average()},
+        software: %{elixir: System.version(), otp: System.otp_release(), nx: Application.spec(:nx, :vsn) |> to_string()},
+        plugin: %{file: Path.join(plugin |> Path.dirname() |> Path.basename(), Path.basename(plugin)), platform_version: client.platform_version},
+        figures: Map.new(figures, fn {k, v} -> {k, Float.round(v * 1.0, 3)} end)
+      }
+
+      File.write!(path, JSON.encode!(record) <> "\n")
+      IO.puts("recorded #{path}")
+    end
+
+    :ok
+  end
+
+  defp commit do
+    case System.cmd("git", ["rev-parse", "--short=12", "HEAD"], stderr_to_stdout: true, cd: __DIR__) do
+      {sha, 0} -> String.trim(sha)
+      _ -> "unknown"
+    end
+  rescue
+    _ -> "unknown"
+  end
+
+  defp cpu_model do
+    with {:ok, text} <- File.read("/proc/cpuinfo"),
+         [_, model] <- Regex.run(~r/^model name\s*:\s*(.+)$/m, text),
+         do: model,
+         else: (_ -> "unknown")
+  end
+
+  defp load_average do
+    case File.read("/proc/loadavg") do
+      {:ok, text} -> text |> String.split() |> Enum.take(3) |> Enum.map(&String.to_float/1)
+      _ -> []
+    end
+  end
+
   @doc "The machine's load averages (1, 5, 15 minutes) and its CPU count, for the record."
   def load do
     avg = case File.read("/proc/loadavg") do

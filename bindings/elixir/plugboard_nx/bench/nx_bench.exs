@@ -11,6 +11,9 @@
 #     through the Evaluator, and the emitter's time for that step's module (no compile).
 #
 #   mix run bench/nx_bench.exs    (from bindings/elixir/plugboard_nx; bench/nx_bench.sh sets it up)
+#
+# With PLUGBOARD_BENCH_RESULTS set (nx_bench.sh --record), the figures are also written as JSON
+# (Bench.record/3), from which bench/nx_figures.py makes the Nx guide's table and plot.
 Code.require_file("bench_helpers.exs", __DIR__)
 
 plugin = Bench.plugin()
@@ -124,7 +127,21 @@ emit = for _ <- 1..15, do: elem(:timer.tc(fn -> Plugboard.Nx.to_mlir(&Bench.MLP.
 module = Plugboard.Nx.to_mlir(&Bench.MLP.step/3, templates)
 {compile_us, _} = :timer.tc(fn -> Plugboard.compile!(client, module, compile_cache: false) end)
 
+figures_emit_ms = Bench.median(emit) / 1000
 IO.puts(
   "emitting that step's StableHLO (#{length(String.split(module, "\n"))} lines, expression building included): " <>
     "#{Float.round(Bench.median(emit) / 1000, 2)} ms; XLA's compile of it: #{Float.round(compile_us / 1000, 1)} ms"
 )
+
+Bench.record("nx_bench", client, %{
+  jit_us: t.jit,
+  run_us: t.run,
+  nx_defn_dispatch_us: t.null,
+  evaluator_us: t.evaluator,
+  runtime_call_us: nx_call,
+  blocking_callback_us: raw_call,
+  mlp_step_ms: t2.plugboard / 1000,
+  mlp_step_binary_backend_ms: t2.binary / 1000,
+  mlp_emit_ms: figures_emit_ms,
+  mlp_compile_ms: compile_us / 1000
+})

@@ -123,7 +123,7 @@ defmodule Plugboard.Application do
     # The booted client's term is let go of here, so that the client's teardown is among those
     # awaited: erasing the term alone frees it only once every process has been scanned for it, after
     # the wait. Executables and buffers made from it hold the native client too: one still held by a
-    # live process keeps the client past the wait (the README says so).
+    # live process keeps the client past the wait (docs/release.md says so).
     case :persistent_term.get({Plugboard, :boot}, nil) do
       %{client: %Plugboard.Client{} = client} -> Plugboard.close(client)
       _ -> :ok
@@ -205,7 +205,7 @@ defmodule Plugboard.Application do
   @bundle_marker "bundle.required"
 
   # Every value from the environment, the configuration, a manifest or a plugin goes into a log line
-  # through this: one value per line, control characters spelled out (the README's promise).
+  # through this: one value per line, control characters spelled out (docs/hostile-input.md's promise).
   defp safe(text), do: Plugboard.Report.terminal_safe(text)
 
   @doc false

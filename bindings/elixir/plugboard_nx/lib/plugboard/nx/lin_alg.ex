@@ -13,7 +13,7 @@ defmodule Plugboard.Nx.LinAlg do
   #
   # On a CPU client whose plugin took plugboard's LAPACK kernels (Plugboard.declare_lapack/1, see
   # lapack?/1), Eigh and SVD call them instead (stablehlo.custom_call to syevd and gesdd): the same
-  # accuracy, 5 to 15 times faster at n = 64 to 256 (the README's table). The defn around the call
+  # accuracy, 5 to 15 times faster at n = 64 to 256 (the table in docs/nx.md, "Linear algebra"). The defn around the call
   # gives both routes the same answers' form (the symmetrized operand, Nx's order, the SVD's cut).
   #
   # Solve and Determinant keep Nx's default expressions, which go through the LU block and
