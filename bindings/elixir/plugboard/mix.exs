@@ -46,7 +46,7 @@ defmodule Plugboard.MixProject do
   defp docs do
     groups = [
       "Start and run": [Plugboard, Plugboard.Client, Plugboard.Executable, Plugboard.Buffer, Plugboard.Run, Plugboard.Error],
-      "One concern each (Plugboard delegates)": [Plugboard.Clients, Plugboard.Compilation, Plugboard.Buffers, Plugboard.Execution, Plugboard.HostCalls],
+      "Behind Plugboard": [Plugboard.Clients, Plugboard.Compilation, Plugboard.Buffers, Plugboard.Execution, Plugboard.HostCalls],
       "One release, N targets": [Plugboard.Release, Plugboard.Report],
       "Host callbacks": [Plugboard.HostTensor, Plugboard.Call, Plugboard.OrderedCall],
       "Cluster": [Plugboard.Cluster, Plugboard.KeyValueStore],
