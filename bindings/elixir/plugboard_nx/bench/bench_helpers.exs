@@ -63,6 +63,9 @@ defmodule Bench do
   """
   def record(name, client, figures) do
     with dir when is_binary(dir) and dir != "" <- System.get_env("PLUGBOARD_BENCH_RESULTS") do
+      Code.ensure_loaded?(JSON) ||
+        raise "PLUGBOARD_BENCH_RESULTS=#{dir}: recording needs Elixir 1.18's JSON module (this is #{System.version()})"
+
       plugin = plugin()
       File.mkdir_p!(dir)
       path = Path.join(dir, "#{name}-#{plugin |> Path.dirname() |> Path.basename()}.json")

@@ -196,16 +196,21 @@ defmodule Plugboard.Nx do
   # The outputs' buffers as tensors of the program's output container (one tensor, the common case,
   # without a traversal).
   defp results(%Nx.Tensor{} = template, [buffer], client, output_backend),
-    do: template |> Backend.from_buffer(buffer, client) |> transfer(output_backend)
+    do: result(template, buffer, client, output_backend)
 
   defp results(output, outputs, client, output_backend) do
     {result, []} =
       Composite.traverse(output, outputs, fn template, [buffer | rest] ->
-        {template |> Backend.from_buffer(buffer, client) |> transfer(output_backend), rest}
+        {result(template, buffer, client, output_backend), rest}
       end)
 
     result
   end
+
+  # Inlined: the common one-output call pays no call for it (dispatch_budget.exs).
+  @compile {:inline, result: 4}
+  defp result(template, buffer, client, output_backend),
+    do: template |> Backend.from_buffer(buffer, client) |> transfer(output_backend)
 
   # Cache.get_or_compile/3 traced: a `cache_lookup` span (`outcome`: hit or miss; up to where this
   # process starts compiling) and, on a miss, a `compile` span (with `emit` and the library's own
