@@ -49,7 +49,7 @@ defmodule Plugboard.MixProject do
       "Behind Plugboard": [Plugboard.Clients, Plugboard.Compilation, Plugboard.Buffers, Plugboard.Execution, Plugboard.HostCalls],
       "One release, N targets": [Plugboard.Release, Plugboard.Report],
       "Host callbacks": [Plugboard.HostTensor, Plugboard.Call, Plugboard.OrderedCall],
-      "Cluster": [Plugboard.Cluster, Plugboard.KeyValueStore],
+      "Cluster": [Plugboard.Cluster, Plugboard.Cluster.Directory, Plugboard.KeyValueStore],
       "Observing": [Plugboard.Telemetry, Plugboard.Telemetry.Summary, Plugboard.Trace, Plugboard.Trace.Cluster, Plugboard.Trace.Summary]
     ]
 

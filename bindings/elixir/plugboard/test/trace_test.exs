@@ -18,6 +18,42 @@ defmodule Plugboard.TraceTest do
     %{client: client}
   end
 
+  # The traces guide's Elixir example (docs/traces.md), verbatim between the two marks: a run traced
+  # and written, then a span of one's own (tracing off by then: it just runs the function).
+  test "the traces guide's example", %{client: client} do
+    program = """
+    func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+      %0 = stablehlo.add %x, %x : tensor<4xf32>
+      return %0 : tensor<4xf32>
+    }
+    """
+
+    exe = Plugboard.compile!(client, program)
+    x = Plugboard.buffer!(client, f32s([1, 2, 3, 4]), :f32, {4})
+    dir = Path.join(System.tmp_dir!(), "plugboard-trace-guide-#{System.unique_integer([:positive])}")
+    File.mkdir_p!(dir)
+    on_exit(fn -> File.rm_rf!(dir) end)
+
+    loaded =
+      File.cd!(dir, fn ->
+        # [guide]
+        :ok = Plugboard.Trace.start()
+        Plugboard.run!(exe, [x])
+        {:ok, trace} = Plugboard.Trace.stop()
+        :ok = Plugboard.Trace.write(trace, "run.trace.json")
+
+        # your own spans, on the calling process's track
+        Plugboard.Trace.span("load batch", "app", %{batch: 3}, fn -> load(3) end)
+        # [guide]
+      end)
+
+    assert loaded == {:loaded, 3}
+    written = File.read!(Path.join(dir, "run.trace.json"))
+    assert written =~ ~s("traceEvents") and written =~ ~s("name":"run")
+  end
+
+  defp load(batch), do: {:loaded, batch}
+
   # ------------------------------------------------------------------------------------------------
   # Checks every trace gets.
 

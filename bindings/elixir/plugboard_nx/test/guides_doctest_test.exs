@@ -25,6 +25,37 @@ defmodule Plugboard.Nx.GuidesDoctestTest do
     doctest_file path
   end
 
+  defmodule MyModel do
+    import Nx.Defn
+    defn predict(params, x), do: Nx.dot(x, params.w) + params.b
+  end
+
+  # The Nx guide's opening lines (docs/nx.md), verbatim between the two marks, on the default client.
+  test "the Nx guide's opening lines" do
+    params = %{w: Nx.tensor([[1.0], [2.0]]), b: Nx.tensor([0.5])}
+    x = Nx.tensor([[1.0, 1.0], [2.0, 0.0]])
+    previous_options = Nx.Defn.default_options()
+    previous_backend = Nx.default_backend()
+
+    try do
+      # [guide]
+      y = Nx.Defn.jit(&MyModel.predict/2, compiler: Plugboard.Nx).(params, x)   # or client: / target:
+      Nx.Defn.global_default_options(compiler: Plugboard.Nx)                    # every jit, from now on
+      Nx.default_backend(Plugboard.Nx.Backend)                                  # eager ops on the device
+      mlir = Plugboard.Nx.to_mlir(&MyModel.predict/2, [params, x])              # the StableHLO text, to read
+      # [guide]
+
+      assert Nx.to_flat_list(y) == [3.5, 2.5]
+      assert Nx.to_flat_list(Nx.Defn.jit(&MyModel.predict/2).(params, x)) == [3.5, 2.5]
+      assert Nx.Defn.default_options()[:compiler] == Plugboard.Nx
+      assert match?({Plugboard.Nx.Backend, _}, Nx.default_backend())
+      assert mlir =~ "stablehlo.dot_general" or mlir =~ "stablehlo.dot"
+    after
+      Nx.Defn.global_default_options(previous_options)
+      Nx.default_backend(previous_backend)
+    end
+  end
+
   test "the guides with examples are there (in the repository)" do
     if File.dir?(@guides), do: for(g <- @with_examples, do: assert(File.exists?(Path.join(@guides, g)), "#{g} missing from #{@guides}"))
   end

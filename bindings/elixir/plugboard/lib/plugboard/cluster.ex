@@ -14,11 +14,11 @@ defmodule Plugboard.Cluster do
   libcluster lets its topology connect the nodes instead and leaves `peers:` out; everything below
   works the same on any connected cluster.
 
-  **The directory.** `Plugboard.Cluster` is also a `:pg` scope, started on every node with the
-  `:plugboard` application: a service of this node joins a group there (`Plugboard.Serving` joins
-  `{:serving, name}`), and `:pg` keeps every node's view of the groups in step, dropping the members
-  of a node that goes away. A member of a `{:serving, _}` group answers `GenServer.call(pid, :info)`
-  with a map describing itself (see `Plugboard.Serving`).
+  **The directory** (`Plugboard.Cluster.Directory`): a `:pg` scope, started on every node with the
+  `:plugboard` application, where a service of this node joins a group (`Plugboard.Serving` joins
+  `{:serving, name}` and answers `:info`), and `:pg` keeps every node's view of the groups in step,
+  dropping the members of a node that goes away. The protocol, what a member answers and how loads
+  reach the routers, is that module's.
 
   **The report.** `node_report/0` describes this node: its target (or why it has none), the devices,
   the servings it runs (weight, load) and, when `:telemetry` is loaded, the counts of
@@ -91,27 +91,14 @@ defmodule Plugboard.Cluster do
   end
 
   # The :info of every serving member on this node, asked all at once (one that does not answer in
-  # 500 ms is left out: the report stays within its bound).
+  # 500 ms, or answers with a malformed :info, is left out: the report stays within its bound).
   defp local_servings do
-    if Process.whereis(@scope) do
-      members = for {:serving, _} = group <- :pg.which_groups(@scope), pid <- :pg.get_local_members(@scope, group), do: pid
-
-      members
-      |> Task.async_stream(&safe_info/1, timeout: 1_000, on_timeout: :kill_task)
-      |> Enum.flat_map(fn
-        {:ok, nil} -> []
-        {:ok, info} -> [info]
-        {:exit, _} -> []
-      end)
-    else
-      []
-    end
-  end
-
-  defp safe_info(pid) do
-    GenServer.call(pid, :info, 500)
-  catch
-    :exit, _ -> nil
+    Plugboard.Cluster.Directory.local_members()
+    |> Task.async_stream(&Plugboard.Cluster.Directory.ask_info(&1, 500), timeout: 1_000, on_timeout: :kill_task)
+    |> Enum.flat_map(fn
+      {:ok, {:ok, info}} -> [info]
+      _ -> []
+    end)
   end
 
   defp telemetry do

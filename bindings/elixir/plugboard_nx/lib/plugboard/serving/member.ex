@@ -1,10 +1,10 @@
 defmodule Plugboard.Serving.Member do
   @moduledoc """
   A node's membership in a `Plugboard.Serving`: one process beside the node's `Nx.Serving`, member of
-  the group `{:serving, name}` in the cluster's directory (`Plugboard.Cluster`). It answers `:info`
-  (`%{name, node, target, platform, devices, device_kind, weight, idempotent, load}`) and publishes
-  the node's load — requests taken and not yet answered — to every node's router
-  (`Plugboard.Serving.Router`) when it changes, at most once every `publish_ms` (default 5 ms): one
+  the group `{:serving, name}` in the cluster's directory (`Plugboard.Cluster.Directory`, whose
+  protocol it speaks). It answers `:info` (`%{name, node, target, platform, devices, device_kind,
+  weight, idempotent, load}`) and publishes the node's load — requests taken and not yet answered —
+  to every node's router (`Plugboard.Serving.Router`) when it changes, at most once every `publish_ms` (default 5 ms): one
   small message per router per change, and once a second when nothing changes. Each request in
   progress is counted by the process that runs it: `track/1` hands the member a one-slot flag set to
   1 (the member watches the process), `untrack/1` sets it to 0 when the request is answered, and the
@@ -15,7 +15,8 @@ defmodule Plugboard.Serving.Member do
   """
   use GenServer
 
-  @routers Plugboard.Serving.Router.group()
+  alias Plugboard.Cluster.Directory
+
   # Unchanged load is published again every this many ticks (200 × 5 ms: once a second).
   @republish_ticks 200
 
@@ -50,7 +51,7 @@ defmodule Plugboard.Serving.Member do
     name = Keyword.fetch!(opts, :name)
     info = Map.merge(Keyword.fetch!(opts, :info), %{name: name, node: node()})
     :persistent_term.put({__MODULE__, name}, {self(), %{node: node(), target: info[:target]}})
-    :ok = :pg.join(Plugboard.Cluster.scope(), {:serving, name}, self())
+    :ok = Directory.join_member(name)
     Process.flag(:trap_exit, true)
     send(self(), :publish)
     interval = Keyword.get(opts, :publish_ms, 5)
@@ -69,8 +70,7 @@ defmodule Plugboard.Serving.Member do
     # raced its first :info, is never left with an old value on an idle node.
     state =
       if load != state.published or rem(ticks, @republish_ticks) == 0 do
-        message = {:plugboard_serving_load, state.name, node(), self(), load}
-        for router <- :pg.get_members(Plugboard.Cluster.scope(), @routers), do: send(router, message)
+        :ok = Directory.publish_load(state.name, load)
         %{state | published: load}
       else
         state

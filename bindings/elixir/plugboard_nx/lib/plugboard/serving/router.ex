@@ -19,11 +19,9 @@ defmodule Plugboard.Serving.Router do
   require Logger
   import Bitwise
 
-  @table __MODULE__
-  @group :plugboard_serving_routers
+  alias Plugboard.Cluster.Directory
 
-  @doc false
-  def group, do: @group
+  @table __MODULE__
 
   @doc false
   def start_link(_), do: GenServer.start_link(__MODULE__, [], name: __MODULE__)
@@ -41,19 +39,8 @@ defmodule Plugboard.Serving.Router do
   """
   @spec members(atom()) :: [member()]
   def members(name) do
-    for pid <- :pg.get_members(Plugboard.Cluster.scope(), {:serving, name}), member = known(name, pid), do: member
+    for pid <- Directory.members(name), member = known(name, pid), do: member
   end
-
-  @doc false
-  # `info` as a member's :info must be to be routed to: {:ok, info} or {:error, why}.
-  def validate_info(%{weight: w, load: l, idempotent: i} = info)
-      when is_integer(w) and w > 0 and is_integer(l) and l >= 0 and is_boolean(i),
-      do: {:ok, info}
-
-  def validate_info(other),
-    do: {:error, "malformed :info #{inspect(other, limit: 10, printable_limit: 100)} (expected a map with weight: a positive integer, " <>
-                 "load: a non-negative integer, idempotent: a boolean)"}
-
 
   @doc "Chooses one of `members` (as `members/1` gives them) by `routing`; nil for none."
   @spec pick([member()], :load | :weighted) :: member() | nil
@@ -166,7 +153,7 @@ defmodule Plugboard.Serving.Router do
   @impl true
   def init(_) do
     :ets.new(@table, [:named_table, :public, :set, read_concurrency: true, write_concurrency: true])
-    :ok = :pg.join(Plugboard.Cluster.scope(), @group, self())
+    :ok = Directory.join_router()
     Process.send_after(self(), :sweep, @sweep_ms)
     {:ok, %{watched: MapSet.new(), logged: MapSet.new()}}
   end
@@ -179,14 +166,7 @@ defmodule Plugboard.Serving.Router do
     router = self()
 
     spawn(fn ->
-      answer =
-        try do
-          validate_info(GenServer.call(pid, :info, @info_timeout_ms))
-        catch
-          :exit, reason -> {:silent, "no :info answer (#{inspect(reason, limit: 5)})"}
-        end
-
-      send(router, {:learned, name, pid, failures, answer})
+      send(router, {:learned, name, pid, failures, Directory.ask_info(pid, @info_timeout_ms)})
     end)
 
     {:noreply, watch(state, pid)}
@@ -221,11 +201,6 @@ defmodule Plugboard.Serving.Router do
       else: (:ets.delete(@table, {:learning, name, pid}); {:noreply, state})
   end
 
-  def handle_info({:plugboard_serving_load, name, _node, pid, load}, state) when is_integer(load) and load >= 0 do
-    # A member already known is updated; one not known yet is learned (it is in the group).
-    if not :ets.update_element(@table, {:member, name, pid}, {3, load}), do: learn(name, pid)
-    {:noreply, state}
-  end
 
   def handle_info({:DOWN, _, :process, pid, _}, state) do
     forget(pid)
@@ -250,7 +225,15 @@ defmodule Plugboard.Serving.Router do
     {:noreply, state}
   end
 
-  def handle_info(_other, state), do: {:noreply, state}
+  # A member's published load (Directory.publish_load/2): a member already known is updated; one not
+  # known yet is learned (it is in the group). Anything else, a malformed load included, is dropped.
+  def handle_info(message, state) do
+    with {:ok, name, pid, load} <- Directory.load_update(message),
+         false <- :ets.update_element(@table, {:member, name, pid}, {3, load}),
+         do: learn(name, pid)
+
+    {:noreply, state}
+  end
 
   defp watch(state, pid) do
     if MapSet.member?(state.watched, pid),
@@ -258,7 +241,7 @@ defmodule Plugboard.Serving.Router do
       else: (Process.monitor(pid); %{state | watched: MapSet.put(state.watched, pid)})
   end
 
-  defp present?(name, pid), do: pid in :pg.get_members(Plugboard.Cluster.scope(), {:serving, name})
+  defp present?(name, pid), do: Directory.member?(name, pid)
 
   # A malformed member is logged once (it will not mend); a silent one at debug level, once.
   defp log_once(state, pid, answer, message) do
