@@ -48,6 +48,26 @@ case "$out" in *"on cpu (isolated: yes): 11 22 33 44"*) ;; *) fail "unexpected o
 out=$("$work/cmake-build/quickstart" "$(dirname "$0")/../examples/softmax.mlir") || fail "the README's quickstart failed: $out"
 echo "quickstart: $out"
 case "$out" in "cpu: 0.0320586 0.0871443 0.236883 0.643914 0.0320586 0.0871443 0.236883 0.643914") ;; *) fail "unexpected quickstart output: $out" ;; esac
+# The C++ guide's tour (docs/cpp-library.md): the same softmax through a view and through a copy, the
+# donation of the view refused.
+examples=$(dirname "$0")/../examples
+out=$("$work/cmake-build/library_tour" "$examples/softmax.mlir") || fail "the C++ guide's tour failed: $out"
+echo "library_tour: $out"
+for want in "device 0: cpu" "booted cpu" "donation refused: " "out0: 0.0320586 0.0871443 0.236883 0.643914 0.0320586 0.0871443 0.236883 0.643914"; do
+  grep -qF -- "$want" <<< "$out" || fail "the tour printed no '$want'"
+done
+# The host callbacks guide's C++ example (docs/host-callbacks.md): x printed, scaled by the blocking
+# callback, the scaled array printed, x added.
+out=$("$work/cmake-build/host_callbacks" "$examples/callbacks.mlir") || fail "the host callbacks example failed: $out"
+echo "host_callbacks: $out"
+want="x: 1 2 3 4 -1 0 1 2
+host_scale(x): 10 20 30 40 -10 0 10 20
+calls: 1 blocking, 2 ordered
+out0: 11 22 33 44 -11 0 11 22"
+[ "$out" = "$want" ] || fail "the host callbacks example printed:
+$out
+expected:
+$want"
 
 flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs plugboard) || fail "pkg-config plugboard"
 c++ -o "$work/pc-consumer" "$consumer/main.cpp" $flags -Wl,-rpath,"$prefix/lib" || fail "building with pkg-config ($flags)"
