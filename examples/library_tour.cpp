@@ -35,8 +35,13 @@ int main(int argc, char** argv) {
   const std::vector<float> input{1, 2, 3, 4, 5, 6, 7, 8};
   const auto bytes = std::as_bytes(std::span(input));
   const int64_t dims[] = {2, 4};
-  auto owner = std::make_shared<const std::vector<float>>(input);  // memory a view borrows: it keeps it alive
-  const auto binary_bytes = std::as_bytes(std::span(*owner));
+  // Memory a view borrows (the shared_ptr keeps it alive): 64-byte aligned, so that the CPU plugin
+  // reads it in place; unaligned memory is copied, and the copy is the device's to give up.
+  struct alignas(64) Aligned {
+    float values[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  };
+  auto owner = std::make_shared<const Aligned>();
+  const auto binary_bytes = std::as_bytes(std::span(owner->values));
   std::promise<plugboard::Expected<api::Executable>> compiled;
   std::promise<plugboard::Status> completed;
 

@@ -117,7 +117,7 @@ def run_block(root, where, block, env, deps):
         command = block[i][2:]
         while command.endswith("\\"):
             i += 1
-            command = command[:-1] + "\n" + block[i]
+            command = command[:-1].rstrip() + " " + block[i].strip()
         i += 1
         expected = []
         while i < len(block) and not block[i].startswith("$ "):
