@@ -8,10 +8,11 @@ figure goes:
 
 and this script fills the space with the part of docs/data/NAME.json's recorded output (written by
 scripts/bench_record.sh NAME COMMAND...) that starts at the first line matching the regular
-expression START and ends before the next line matching END (an empty END: the next blank line),
-followed by a line saying what measured it (command, machine, load, commit, date). A table as the
-C++ benchmarks print it (a title, a header, a rule of dashes, rows) becomes a Markdown table; any
-other output is shown as printed.
+expression START and ends before the next line matching END (an empty END: the next blank line).
+START may be `A >> B`: the first line matching B after the first matching A (a plugin's table:
+`PJRT 0.106 >> ^ dispatch:`). The part is followed by a line saying what measured it (command,
+machine, load, commit, date). A table as the C++ benchmarks print it (a title, a header, a rule of
+dashes, rows) becomes a Markdown table; any other output is shown as printed.
 
     bench/figures.py REPO_ROOT            remake every marked figure in docs/*.md
     bench/figures.py REPO_ROOT --check    exit 1 when a guide's figure is not what its data gives
@@ -33,9 +34,11 @@ class Failure(Exception):
 
 def excerpt(record, name, start, end):
     lines = record["output"]
-    first = next((i for i, l in enumerate(lines) if re.search(start, l)), None)
-    if first is None:
-        raise Failure(f"docs/data/{name}.json: no line matches {start!r}")
+    first = 0
+    for k, pattern in enumerate(start.split(" >> ")):
+        first = next((i for i in range(first + (k > 0), len(lines)) if re.search(pattern, lines[i])), None)
+        if first is None:
+            raise Failure(f"docs/data/{name}.json: no line matches {pattern!r}" + (f" (in {start!r})" if k else ""))
     stop = first + 1
     while stop < len(lines) and not (re.search(end, lines[stop]) if end else not lines[stop].strip()):
         stop += 1

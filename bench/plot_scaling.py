@@ -3,11 +3,15 @@
 
     plot_scaling.py BENCH_OUTPUT DELIVERY_OUTPUT BOOT_OUTPUT OUT_DIR
 
+Each output is what the benchmark printed (plugboard_bench, delivery_bench, scripts/bench_boot.sh):
+a text file, or the JSON file scripts/bench_record.sh recorded it in (docs/data/NAME.json).
+
 Writes OUT_DIR/scaling_threads.png (executions per second against threads, plugboard and the raw C API,
 per plugin: a plain program, and one with a blocking host callback), OUT_DIR/scaling_program_size.png (compile time and dispatch against the number of ops),
 OUT_DIR/scaling_delivery.png (ordered-callback latency against receivers) and OUT_DIR/scaling_boot.png (boot time
 against the targets in a bundle, with the CPU plugin alone).
 """
+import json
 import re
 import sys
 
@@ -16,9 +20,18 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-text = open(sys.argv[1], encoding="utf-8", errors="replace").read()
-delivery_text = open(sys.argv[2], encoding="utf-8", errors="replace").read()
-boot_text = open(sys.argv[3], encoding="utf-8", errors="replace").read()
+
+
+def output_of(path):
+    """What a benchmark printed: a text file, or the lines a recorded docs/data/NAME.json holds."""
+    if path.endswith(".json"):
+        return "\n".join(json.load(open(path, encoding="utf-8"))["output"]) + "\n"
+    return open(path, encoding="utf-8", errors="replace").read()
+
+
+text = output_of(sys.argv[1])
+delivery_text = output_of(sys.argv[2])
+boot_text = output_of(sys.argv[3])
 out = sys.argv[4]
 sections = re.split(r"\n== ", "\n" + text)[1:]
 plugins = {}

@@ -8,7 +8,9 @@
 #   scripts/bench_record.sh NAME COMMAND [ARG]...
 #   scripts/bench_record.sh compile_cache scripts/bench_compile_cache.sh
 #
-# The command's output is shown as it runs; a command that fails records nothing (exit status kept).
+# The command's output is shown as it runs; its standard output is recorded (what it says on standard
+# error, such as a plugin's log lines, is shown only). A command that fails records nothing (its exit
+# status is kept).
 # Benchmarks are never run by the tests: this is for a person, on a machine kept quiet meanwhile.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,7 +27,7 @@ trap 'rm -rf "$work"' EXIT
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 started=$(date +%s.%N)
 status=0
-(cd "$root" && "$@") 2>&1 | tee "$work/output.txt" || status=$?
+(cd "$root" && "$@") | tee "$work/output.txt" || status=$?
 if [ "$status" -ne 0 ]; then
   echo "bench_record.sh: '$*' exited $status: nothing recorded" >&2
   exit "$status"

@@ -3,11 +3,22 @@ defmodule Plugboard do
   Runs StableHLO programs on whichever accelerator target the release booted: one release carries
   several PJRT plugins (a *bundle*) and picks one when it starts (`Plugboard.Application`).
 
-      {:ok, client} = Plugboard.client()
-      {:ok, exe} = Plugboard.compile(client, File.read!("add.mlir"))
-      {:ok, x} = Plugboard.buffer(client, <<1.0::float-32-little, 2.0::float-32-little>>, :f32, {2})
-      {:ok, [y]} = Plugboard.run(exe, [x, x])
-      {:ok, bytes} = Plugboard.to_binary(y)
+      iex> {:ok, client} = Plugboard.client()
+      iex> program = """
+      ...> func.func @main(%x: tensor<2xf32>, %y: tensor<2xf32>) -> tensor<2xf32> {
+      ...>   %0 = stablehlo.add %x, %y : tensor<2xf32>
+      ...>   return %0 : tensor<2xf32>
+      ...> }
+      ...> """
+      iex> {:ok, exe} = Plugboard.compile(client, program)
+      iex> {:ok, x} = Plugboard.buffer(client, <<1.0::float-32-little, 2.0::float-32-little>>, :f32, {2})
+      iex> {:ok, [y]} = Plugboard.run(exe, [x, x])
+      iex> {:ok, bytes} = Plugboard.to_binary(y)
+      iex> for <<v::float-32-little <- bytes>>, do: v
+      [2.0, 4.0]
+
+  (`program` is usually a file: `Plugboard.compile(client, {:file, "model.mlir"})`. The examples on
+  these pages run as doctests on a CPU plugin.)
 
   Nothing here holds a normal BEAM scheduler for more than a millisecond: compilation, executions
   that may run long (the plugin may run a program inside its launch call), large copies and a

@@ -1,8 +1,9 @@
 defmodule Plugboard.Nx.GuidesDoctestTest do
-  # The `iex>` examples of the guides in the repository's docs/ that an Nx reader runs, as doctests
-  # (ExUnit.DocTest.doctest_file/1) on a CPU plugin, the default client of Plugboard.Nx for the
-  # module's tests. A guide whose examples drift from what the code does fails here. Outside the
-  # repository (a Hex package's copy of this folder) there are no guides, and nothing runs.
+  # The `iex>` examples of the guides in the repository's docs/ that an Nx reader runs (through
+  # ExUnit.DocTest.doctest_file/1), and of the modules' docs, as doctests on a CPU plugin, the default
+  # client of Plugboard.Nx for the module's tests. A guide or a doc whose examples drift from what the
+  # code does fails here. Outside the repository (a Hex package's copy of this folder) there are no
+  # guides, and their part does not run.
   use ExUnit.Case, async: false
 
   @guides Path.expand("../../../../docs", __DIR__)
@@ -24,6 +25,10 @@ defmodule Plugboard.Nx.GuidesDoctestTest do
     @external_resource path
     doctest_file path
   end
+
+  # The modules' own examples, on the same default client.
+  doctest Plugboard.Nx
+  doctest Plugboard.Nx.Backend
 
   defmodule MyModel do
     import Nx.Defn

@@ -13,6 +13,15 @@ defmodule Plugboard.Buffers do
   donatable, wherever its bytes lie. Options: `device:` (index, default 0), `copy:` (default false:
   true copies the bytes, and the buffer can be donated). Copies of more than a MiB run on a dirty
   scheduler.
+
+      iex> {:ok, x} = Plugboard.buffer(Plugboard.client!(), <<1, 2, 3, 4, 5, 6>>, :u8, {2, 3})
+      iex> {x.dtype, x.shape}
+      {:u8, {2, 3}}
+      iex> Plugboard.to_binary(x)
+      {:ok, <<1, 2, 3, 4, 5, 6>>}
+      iex> {:error, error} = Plugboard.buffer(Plugboard.client!(), <<1, 2, 3>>, :u8, {2, 3})
+      iex> error.code
+      :invalid_argument
   """
   @spec buffer(Client.t(), binary(), Plugboard.dtype(), tuple(), keyword()) :: Plugboard.result(Buffer.t())
   def buffer(client, data, dtype, shape, opts \\ [])
@@ -59,7 +68,13 @@ defmodule Plugboard.Buffers do
   @spec to_binary!(Buffer.t(), timeout()) :: binary()
   def to_binary!(buffer, timeout \\ :infinity), do: Error.unwrap!(to_binary(buffer, timeout))
 
-  @doc "The buffer's contents as a `Plugboard.HostTensor`."
+  @doc """
+  The buffer's contents as a `Plugboard.HostTensor`.
+
+      iex> x = Plugboard.buffer!(Plugboard.client!(), <<7, 8>>, :u8, {2})
+      iex> Plugboard.to_host(x)
+      {:ok, %Plugboard.HostTensor{data: <<7, 8>>, dtype: :u8, shape: {2}}}
+  """
   @spec to_host(Buffer.t(), timeout()) :: Plugboard.result(HostTensor.t())
   def to_host(%Buffer{} = buffer, timeout \\ :infinity) do
     with {:ok, data} <- to_binary(buffer, timeout),
@@ -88,6 +103,15 @@ defmodule Plugboard.Buffers do
   unused (a term is small, so the GC may not hurry while device memory runs out). Every later use of
   the buffer is `:failed_precondition`, naming it. An execution running on it keeps the memory until
   it is done. Freeing twice is `:ok`; a donated buffer is an error.
+
+      iex> x = Plugboard.buffer!(Plugboard.client!(), <<1, 2>>, :u8, {2})
+      iex> Plugboard.free(x)
+      :ok
+      iex> Plugboard.valid?(x)
+      false
+      iex> {:error, error} = Plugboard.to_binary(x)
+      iex> error.code
+      :failed_precondition
   """
   @spec free(Buffer.t()) :: :ok | {:error, Error.t()}
   def free(%Buffer{resource: r}), do: Native.buffer_free(r)

@@ -11,6 +11,10 @@ defmodule Plugboard.Clients do
   `{:error, %Error{code: :not_found}}` when no target was configured; `:unavailable` when the boot
   did not start one; `:failed_precondition` when the NIF could not be loaded on this host (the
   message names the missing libraries).
+
+      iex> {:ok, client} = Plugboard.client()
+      iex> client.platform
+      "cpu"
   """
   @spec client() :: Plugboard.result(Client.t())
   def client do
@@ -25,7 +29,17 @@ defmodule Plugboard.Clients do
   @spec client!() :: Client.t()
   def client!, do: Error.unwrap!(client())
 
-  @doc "The booted target's selection report, or nil when plugboard did not boot."
+  @doc """
+  The booted target's selection report, or nil when plugboard did not boot: every candidate with its
+  verdict and, for a failure, the stage and the reason (`Plugboard.Report`).
+
+      iex> report = Plugboard.report()
+      iex> report.chosen
+      "cpu"
+      iex> [candidate] = report.candidates
+      iex> candidate.verdict
+      :chosen
+  """
   @spec report() :: Report.t() | nil
   def report do
     case :persistent_term.get({Plugboard, :boot}, nil) do
@@ -178,7 +192,13 @@ defmodule Plugboard.Clients do
   defp kv_resource(%Plugboard.KeyValueStore{} = kv), do: Plugboard.KeyValueStore.resource(kv)
   defp kv_resource(other), do: Options.invalid("open: kv_store must be a %Plugboard.KeyValueStore{}, got #{inspect(other, limit: 3)}")
 
-  @doc "The client's addressable devices, with memory figures where the plugin reports them."
+  @doc """
+  The client's addressable devices, with memory figures where the plugin reports them.
+
+      iex> {:ok, [first | _]} = Plugboard.devices(Plugboard.client!())
+      iex> {first.index, first.kind}
+      {0, "cpu"}
+  """
   @spec devices(Client.t()) :: Plugboard.result([map()])
   def devices(%Client{resource: r}) do
     with {:ok, info} <- Native.client_info(r), do: {:ok, info.devices}

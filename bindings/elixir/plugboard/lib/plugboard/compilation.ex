@@ -22,6 +22,14 @@ defmodule Plugboard.Compilation do
   dialect; which a plugin accepts is in the guide "Nx on plugboard", "Many devices"), `devices:` (the device indices
   partition by partition; default the first `partitions:`). The executable's `devices` lists where
   it runs; `Plugboard.run_partitioned/3` runs it.
+
+      iex> program = "func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> { return %x : tensor<4xf32> }"
+      iex> {:ok, exe} = Plugboard.compile(Plugboard.client!(), program)
+      iex> {exe.parameters, exe.results}
+      {[{:f32, {4}}], [{:f32, {4}}]}
+      iex> {:error, %Plugboard.Error{message: message}} = Plugboard.compile(Plugboard.client!(), "not a program", name: "bad")
+      iex> message =~ "bad"
+      true
   """
   @spec compile(Client.t(), binary() | {:file, Path.t()}, keyword()) :: Plugboard.result(Executable.t())
   def compile(client, program, opts \\ [])

@@ -37,6 +37,21 @@ defmodule Plugboard.Execution do
   others, so the new one would wait for it, and it for the answer (compute on the operands, or on
   another device or client). A call that is not answered holds the later executions on its device
   (any process's) until `callback_timeout:`, and nothing else (compiles, transfers, other devices).
+
+  A program that calls back into Elixir: `@twice` is answered by a function run in this process.
+
+      iex> program = """
+      ...> func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {
+      ...>   %0 = stablehlo.custom_call @twice(%x) {api_version = 4 : i32, has_side_effect = true} : (tensor<2xf32>) -> tensor<2xf32>
+      ...>   return %0 : tensor<2xf32>
+      ...> }
+      ...> """
+      iex> exe = Plugboard.compile!(Plugboard.client!(), program, callbacks: ["twice"])
+      iex> x = Plugboard.buffer!(Plugboard.client!(), <<1.0::float-32-little, 2.0::float-32-little>>, :f32, {2})
+      iex> twice = fn [t] -> for <<v::float-32-little <- t.data>>, into: <<>>, do: <<2 * v::float-32-little>> end
+      iex> {:ok, [y]} = Plugboard.run(exe, [x], callbacks: %{"twice" => twice})
+      iex> for <<v::float-32-little <- Plugboard.to_binary!(y)>>, do: v
+      [2.0, 4.0]
   """
   @spec run(Executable.t(), [Buffer.t()], keyword()) :: Plugboard.result([Buffer.t()])
   def run(exe, args, opts \\ [])

@@ -3,8 +3,14 @@ defmodule Plugboard.Nx do
   An `Nx.Defn` compiler that runs numerical definitions on the target plugboard booted: CPU here,
   CUDA or ROCm elsewhere, with no per-target build.
 
-      Nx.Defn.jit(&MyModel.predict/2, compiler: Plugboard.Nx).(params, x)
-      Nx.Defn.global_default_options(compiler: Plugboard.Nx)
+      iex> softmax = fn x -> Nx.exp(x) |> Nx.divide(Nx.sum(Nx.exp(x))) end
+      iex> y = Nx.Defn.jit(softmax, compiler: Plugboard.Nx).(Nx.tensor([0.0, 0.0, 0.0, 0.0]))
+      iex> Nx.to_flat_list(y)
+      [0.25, 0.25, 0.25, 0.25]
+      iex> y.data.__struct__
+      Plugboard.Nx.Backend
+
+  (`Nx.Defn.global_default_options(compiler: Plugboard.Nx)` makes it every jit's compiler.)
 
   Each function is lowered to StableHLO text (`Plugboard.Nx.Emitter`), compiled once per argument
   template and cached (in memory, then in plugboard's persistent compile cache), and run through
@@ -361,6 +367,12 @@ defmodule Plugboard.Nx do
   @doc """
   The StableHLO module `fun` compiles to for `args` (tensors or templates, as `Nx.Defn.jit` takes
   them): for reading, debugging, or `plugboard run`.
+
+      iex> mlir = Plugboard.Nx.to_mlir(&Nx.add(&1, 1), [Nx.template({4}, :f32)])
+      iex> mlir =~ "func.func public @main(%arg0: tensor<4xf32>)"
+      true
+      iex> mlir =~ "stablehlo.add"
+      true
   """
   def to_mlir(fun, args) do
     {expr, _output} = devectorized_output(Nx.Defn.debug_expr_apply(fun, args))

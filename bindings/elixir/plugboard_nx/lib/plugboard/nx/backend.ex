@@ -2,8 +2,14 @@ defmodule Plugboard.Nx.Backend do
   @moduledoc """
   An Nx backend whose tensors live in plugboard buffers on the booted target:
 
-      Nx.default_backend(Plugboard.Nx.Backend)
-      Nx.tensor([1, 2, 3]) |> Nx.multiply(2) |> Nx.sum()
+      iex> t = Nx.tensor([1, 2, 3], backend: Plugboard.Nx.Backend)
+      iex> sum = t |> Nx.multiply(2) |> Nx.sum()
+      iex> Nx.to_number(sum)
+      12
+      iex> sum.data.__struct__
+      Plugboard.Nx.Backend
+
+  (`Nx.default_backend(Plugboard.Nx.Backend)` makes it the process's default.)
 
   Each eager operation runs a small program, compiled once per operation, types and shapes by
   `Plugboard.Nx` and cached (slice and put_slice starts are operands: one program serves every
