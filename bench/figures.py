@@ -2,7 +2,7 @@
 """The guides' benchmark figures, made from recorded data rather than typed. A guide marks where a
 figure goes:
 
-    <!-- figures: NAME "START" "END" -->
+    <!-- figures: NAME "START" "END" -->           or   <!-- figures: NAME "START" "END" "KEEP" -->
     (made by this script)
     <!-- /figures -->
 
@@ -10,7 +10,8 @@ and this script fills the space with the part of docs/data/NAME.json's recorded 
 scripts/bench_record.sh NAME COMMAND...) that starts at the first line matching the regular
 expression START and ends before the next line matching END (an empty END: the next blank line).
 START may be `A >> B`: the first line matching B after the first matching A (a plugin's table:
-`PJRT 0.106 >> ^ dispatch:`). The part is followed by a line saying what measured it (command,
+`PJRT 0.106 >> ^ dispatch:`); with KEEP, only the part's lines that match it are shown (the
+`FIGURE` lines of a benchmark that also logs). The part is followed by a line saying what measured it (command,
 machine, load, commit, date). A table as the C++ benchmarks print it (a title, a header, a rule of
 dashes, rows) becomes a Markdown table; any other output is shown as printed.
 
@@ -25,7 +26,8 @@ import pathlib
 import re
 import sys
 
-MARK = re.compile(r'<!-- figures: ([a-z0-9_-]+) "((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)" -->\n(.*?)<!-- /figures -->\n', re.S)
+Q = r'"((?:[^"\\]|\\.)*)"'
+MARK = re.compile(r'<!-- figures: ([a-z0-9_-]+) ' + Q + ' ' + Q + '(?: ' + Q + ')? -->\n(.*?)<!-- /figures -->\n', re.S)
 
 
 class Failure(Exception):
@@ -51,15 +53,19 @@ def as_table(lines):
         return None
     split = lambda l: re.split(r"\s{2,}", l.strip())
     header = split(lines[1])
+    # The rows: the lines after the rule with the same number of cells as the first (a last column
+    # with no heading, such as a goal's check mark, is allowed); the lines after them are notes.
+    width = len(split(lines[3]))
+    if width not in (len(header), len(header) + 1):
+        return None
+    header += [""] * (width - len(header))
     rows, notes = [], []
     for line in lines[3:]:
         cells = split(line)
-        if len(cells) == len(header) and not notes:
+        if len(cells) == width and not notes:
             rows.append(cells)
         elif line.strip():
             notes.append(line.strip())
-    if not rows:
-        return None
     out = [f"**{lines[0].strip()}**", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
     if notes:
@@ -75,12 +81,14 @@ def provenance(name, record):
             f"commit {record['commit']}, {record['recorded_at'][:10]}: `docs/data/{name}.json`.")
 
 
-def render(root, name, start, end):
+def render(root, name, start, end, keep=None):
     path = root / "docs" / "data" / f"{name}.json"
     if not path.is_file():
         raise Failure(f"no docs/data/{name}.json (record it: scripts/bench_record.sh {name} COMMAND...)")
     record = json.loads(path.read_text())
     lines = excerpt(record, name, start, end)
+    if keep:
+        lines = [l for l in lines if re.search(keep, l)]
     body = as_table(lines) or [f"<!-- example: output {path.relative_to(root)} -->", "```", *lines, "```"]
     return "\n" + "\n".join(body) + "\n\n" + provenance(name, record) + "\n"
 
@@ -95,10 +103,11 @@ def main():
         text = guide.read_text()
         out, at = [], 0
         for m in MARK.finditer(text):
-            name, start, end, current = m.group(1), m.group(2).replace('\\"', '"'), m.group(3).replace('\\"', '"'), m.group(4)
+            unquote = lambda g: g.replace('\\"', '"') if g is not None else None
+            name, start, end, keep, current = m.group(1), unquote(m.group(2)), unquote(m.group(3)), unquote(m.group(4)), m.group(5)
             where = f"{guide.relative_to(root)}: figures {name} {start!r}"
             try:
-                wanted = render(root, name, start, end)
+                wanted = render(root, name, start, end, keep)
             except (Failure, re.error, KeyError, ValueError) as e:
                 failures.append(f"{where}: {e}")
                 wanted = current
@@ -106,7 +115,7 @@ def main():
                 if check and current != wanted:
                     failures.append(f"{where}: not what docs/data/{name}.json gives (edited by hand, or recorded "
                                     f"again without remaking it): run python3 bench/figures.py .")
-            out.append(text[at:m.start()] + text[m.start():m.start(4)] + wanted + "<!-- /figures -->\n")
+            out.append(text[at:m.start()] + text[m.start():m.start(5)] + wanted + "<!-- /figures -->\n")
             at = m.end()
             count += 1
         out.append(text[at:])
