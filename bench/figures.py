@@ -13,7 +13,8 @@ START may be `A >> B`: the first line matching B after the first matching A (a p
 `PJRT 0.106 >> ^ dispatch:`); with KEEP, only the part's lines that match it are shown (the
 `FIGURE` lines of a benchmark that also logs). The part is followed by a line saying what measured it (command,
 machine, load, commit, date). A table as the C++ benchmarks print it (a title, a header, a rule of
-dashes, rows) becomes a Markdown table; any other output is shown as printed.
+dashes, rows) becomes a Markdown table, and a Markdown table stays one; any other output is shown as
+printed.
 
     bench/figures.py REPO_ROOT            remake every marked figure in docs/*.md
     bench/figures.py REPO_ROOT --check    exit 1 when a guide's figure is not what its data gives
@@ -27,7 +28,44 @@ import re
 import sys
 
 Q = r'"((?:[^"\\]|\\.)*)"'
-MARK = re.compile(r'<!-- figures: ([a-z0-9_-]+) ' + Q + ' ' + Q + '(?: ' + Q + ')? -->\n(.*?)<!-- /figures -->\n', re.S)
+OPEN = re.compile(r'<!-- figures: ([a-z0-9_-]+) ' + Q + ' ' + Q + '(?: ' + Q + ')? -->')
+CLOSE = "<!-- /figures -->"
+# nx_figures.py's own marker (a table of its own making from structured data), left to it.
+OTHER = re.compile(r"<!-- figures: nx_bench -->")
+TO_THE_END = "(?!)"  # an END that never matches: the rest of the output
+
+
+def unquote(g):
+    """A marker's quoted string: `\\"` is a quote, `\\\\` a backslash."""
+    return None if g is None else re.sub(r'\\(.)', r'\1', g)
+
+
+def markers(text, where):
+    """(opening line's span, NAME, START, END, KEEP, content span) of each marker, in order; a line
+    that opens a marker malformed, or one left open, fails naming it."""
+    found, lines, at, i = [], text.split("\n"), 0, 0
+    offsets = []
+    for line in lines:
+        offsets.append(at)
+        at += len(line) + 1
+    while i < len(lines):
+        line = lines[i]
+        if "<!-- figures:" in line and not OTHER.fullmatch(line.strip()):
+            m = OPEN.fullmatch(line.strip())
+            if not m:
+                raise Failure(f"{where}:{i + 1}: a malformed figures marker: {line.strip()}")
+            j = i + 1
+            while j < len(lines) and lines[j].strip() != CLOSE:
+                if "<!-- figures:" in lines[j]:
+                    raise Failure(f"{where}:{i + 1}: the figures marker is not closed before the next one (line {j + 1})")
+                j += 1
+            if j == len(lines):
+                raise Failure(f"{where}:{i + 1}: the figures marker is never closed ({CLOSE})")
+            found.append((i + 1, m.group(1), unquote(m.group(2)), unquote(m.group(3)), unquote(m.group(4)),
+                          offsets[i + 1], offsets[j]))
+            i = j
+        i += 1
+    return found
 
 
 class Failure(Exception):
@@ -38,13 +76,27 @@ def excerpt(record, name, start, end):
     lines = record["output"]
     first = 0
     for k, pattern in enumerate(start.split(" >> ")):
-        first = next((i for i in range(first + (k > 0), len(lines)) if re.search(pattern, lines[i])), None)
+        regex = compile_regex(pattern, "START")
+        first = next((i for i in range(first + (k > 0), len(lines)) if regex.search(lines[i])), None)
         if first is None:
-            raise Failure(f"docs/data/{name}.json: no line matches {pattern!r}" + (f" (in {start!r})" if k else ""))
+            raise Failure(f"docs/data/{name}.json: no line matches START {pattern!r}" + (f" (in {start!r})" if k else ""))
     stop = first + 1
-    while stop < len(lines) and not (re.search(end, lines[stop]) if end else not lines[stop].strip()):
+    end_regex = compile_regex(end, "END") if end else None
+    while stop < len(lines) and not (end_regex.search(lines[stop]) if end_regex else not lines[stop].strip()):
         stop += 1
-    return lines[first:stop]
+    if end and end != TO_THE_END and stop == len(lines):
+        raise Failure(f"docs/data/{name}.json: no line after START matches END {end!r} (write \"{TO_THE_END}\" for the rest of the output)")
+    part = lines[first:stop]
+    while part and not part[-1].strip():
+        part.pop()
+    return part
+
+
+def compile_regex(pattern, what):
+    try:
+        return re.compile(pattern)
+    except re.error as e:
+        raise Failure(f"{what} {pattern!r} is not a regular expression: {e}")
 
 
 def as_table(lines):
@@ -76,7 +128,8 @@ def as_table(lines):
 def provenance(name, record):
     m = record["machine"]
     load = lambda xs: " / ".join(f"{x:.2f}" for x in xs)
-    return (f"Recorded by `{record['command']}` ({record['seconds']:.0f} s) on {m['cpu']}, {m['cores']} cores "
+    took = f"{record['seconds']:.0f} s" if record["seconds"] >= 10 else f"{record['seconds']:.1f} s"
+    return (f"Recorded by `{record['command']}` ({took}) on {m['cpu']}, {m['cores']} cores "
             f"(load average {load(m['load_average_before'])} before, {load(m['load_average_after'])} after), "
             f"commit {record['commit']}, {record['recorded_at'][:10]}: `docs/data/{name}.json`.")
 
@@ -85,11 +138,25 @@ def render(root, name, start, end, keep=None):
     path = root / "docs" / "data" / f"{name}.json"
     if not path.is_file():
         raise Failure(f"no docs/data/{name}.json (record it: scripts/bench_record.sh {name} COMMAND...)")
-    record = json.loads(path.read_text())
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        record["output"], record["machine"], record["command"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise Failure(f"docs/data/{name}.json is not a record of scripts/bench_record.sh ({type(e).__name__}: {e})")
     lines = excerpt(record, name, start, end)
     if keep:
-        lines = [l for l in lines if re.search(keep, l)]
-    body = as_table(lines) or [f"<!-- example: output {path.relative_to(root)} -->", "```", *lines, "```"]
+        regex = compile_regex(keep, "KEEP")
+        lines = [l for l in lines if regex.search(l)]
+        if not lines:
+            raise Failure(f"docs/data/{name}.json: no line of the part matches KEEP {keep!r}")
+    if any(CLOSE in l or "<!-- figures:" in l for l in lines):
+        raise Failure(f"docs/data/{name}.json: the part holds a figures marker, which would break the page")
+    if lines and all(l.startswith("|") for l in lines):  # printed as a Markdown table already
+        body = lines
+    else:
+        # A fence longer than any run of backticks in the output.
+        fence = "`" * max([3] + [len(run) + 1 for l in lines for run in re.findall(r"`{3,}", l)])
+        body = as_table(lines) or [f"<!-- example: output {path.relative_to(root)} -->", fence, *lines, fence]
     return "\n" + "\n".join(body) + "\n\n" + provenance(name, record) + "\n"
 
 
@@ -100,30 +167,35 @@ def main():
     check = "--check" in sys.argv[2:]
     failures, count = [], 0
     for guide in sorted((root / "docs").glob("*.md")):
-        text = guide.read_text()
+        rel = guide.relative_to(root)
+        text = guide.read_text(encoding="utf-8")
+        try:
+            found = markers(text, rel)
+        except Failure as e:
+            failures.append(str(e))
+            continue
         out, at = [], 0
-        for m in MARK.finditer(text):
-            unquote = lambda g: g.replace('\\"', '"') if g is not None else None
-            name, start, end, keep, current = m.group(1), unquote(m.group(2)), unquote(m.group(3)), unquote(m.group(4)), m.group(5)
-            where = f"{guide.relative_to(root)}: figures {name} {start!r}"
+        for line, name, start, end, keep, begin, finish in found:
+            where = f"{rel}:{line}: figures {name} {start!r}"
+            current = text[begin:finish]
             try:
                 wanted = render(root, name, start, end, keep)
-            except (Failure, re.error, KeyError, ValueError) as e:
+            except Failure as e:
                 failures.append(f"{where}: {e}")
                 wanted = current
             else:
                 if check and current != wanted:
                     failures.append(f"{where}: not what docs/data/{name}.json gives (edited by hand, or recorded "
                                     f"again without remaking it): run python3 bench/figures.py .")
-            out.append(text[at:m.start()] + text[m.start():m.start(5)] + wanted + "<!-- /figures -->\n")
-            at = m.end()
+            out.append(text[at:begin] + wanted)
+            at = finish
             count += 1
         out.append(text[at:])
         if not check:
             new = "".join(out)
             if new != text:
-                guide.write_text(new)
-                print(f"figures: remade {guide.relative_to(root)}")
+                guide.write_text(new, encoding="utf-8")
+                print(f"figures: remade {rel}")
     for f in failures:
         print(f"FAIL {f}", file=sys.stderr)
     print(f"figures: {count} marked in docs/*.md" + (f", {len(failures)} failed" if failures else ""))

@@ -42,9 +42,6 @@ int main(int argc, char** argv) {
   };
   auto owner = std::make_shared<const Aligned>();
   const auto binary_bytes = std::as_bytes(std::span(owner->values));
-  std::promise<plugboard::Expected<api::Executable>> compiled;
-  std::promise<plugboard::Status> completed;
-
   // [guide]
   auto seen = api::discover();                              // candidates + probe results, nothing loaded
   if (!seen) return fail(seen.error());
@@ -55,6 +52,7 @@ int main(int argc, char** argv) {
     std::printf("device %d: %s\n", d.index, d.kind.c_str());
   auto program = api::Program::from_file(argv[1]);          // MLIR text or bytecode
   if (!program) return fail(program.error());
+  std::promise<plugboard::Expected<api::Executable>> compiled;
   auto started = client.compile_async(*program, {}, [&](plugboard::Expected<api::Executable> exe) {
     compiled.set_value(std::move(exe));                     // on a compile thread
   });
@@ -64,10 +62,11 @@ int main(int argc, char** argv) {
   auto x = client.copy_to_device(bytes, plugboard::DType::kF32, dims);
   auto view = client.adopt(binary_bytes, owner, api::HostMemory::kImmutable, plugboard::DType::kF32, dims);
   if (!x || !view) return fail(!x ? x.error() : view.error());
-  api::Buffer* args[] = {&*view};
+  api::Buffer* args[] = {&*view};                           // the copy x runs the same way (below)
   auto refused = exe->execute(args, {.device = 0, .donate = {0}});  // an immutable view cannot be donated
   auto run = exe->execute(args, {.device = 0});
   if (!run) return fail(run.error());
+  std::promise<plugboard::Status> completed;
   auto watched = run->on_complete([&](plugboard::Status s) { completed.set_value(s); });  // no thread waits
   if (!watched) return fail(watched.error());
   // [guide]

@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # Runs one benchmark command and records what it printed as data the guides are made from:
-# docs/data/NAME.json holds the output (every line, as printed) with what measured it: the command,
-# the machine (processor, cores, load averages before and after), the software (the plugin wheels
-# set-up fetched, Elixir/OTP and JAX when the command used them), the commit, the date and how long
-# it took. bench/figures.py then remakes the guides' figure tables from the recorded files.
+# docs/data/NAME.json holds the output (every line, as printed, with the repository's path left out
+# and the home folder written ~) with what measured it: the command, the machine (processor, cores,
+# load averages before and after), the software (the plugin wheels set-up fetched, Elixir/OTP and
+# JAX when the command used them), the commit, the date and how long it took. bench/figures.py then
+# remakes the guides' figure tables from the recorded files.
 #
 #   scripts/bench_record.sh NAME COMMAND [ARG]...
 #   scripts/bench_record.sh compile_cache scripts/bench_compile_cache.sh
 #
 # The command's output is shown as it runs; its standard output is recorded (what it says on standard
-# error, such as a plugin's log lines, is shown only). A command that fails records nothing (its exit
-# status is kept).
+# error, such as a plugin's log lines, is shown only). A command that fails, or prints nothing on
+# standard output, records nothing (its exit status is kept).
 # Benchmarks are never run by the tests: this is for a person, on a machine kept quiet meanwhile.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ $# -lt 2 ] || [ "${1:-}" = "--help" ]; then
-  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
   [ "${1:-}" = "--help" ] && exit 0 || exit 2
 fi
 name=$1; shift
@@ -51,6 +52,13 @@ cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.start
 wheels = sorted({open(f).read().split(":", 1)[0] for f in glob.glob(os.path.join(deps, "files", "*", "*.from"))})
 software = {"plugin_wheels": wheels, "kernel": platform.release()}
 text = open(output, encoding="utf-8", errors="replace").read()
+# Paths as a reader's clone has them: the repository's relative, the home folder as ~.
+text = text.replace(root + "/", "").replace(os.path.expanduser("~") + "/", "~/")
+lines = text.split("\n")
+if lines and lines[-1] == "":
+    lines.pop()
+if not any(l.strip() for l in lines):
+    sys.exit(f"bench_record.sh: '{' '.join(command)}' printed nothing on standard output: nothing recorded")
 elixir = run("elixir", "-e", 'IO.write("#{System.version()} #{System.otp_release()}")')
 if elixir and re.search(r"\b(mix|elixir|iex|\.exs)\b|bindings/elixir", " ".join(command)):
     software["elixir"], software["otp"] = elixir.split()
@@ -58,7 +66,8 @@ jax = re.search(r"\bjax[ =]+(\d+\.\d+\.\d+)", text)
 if jax:
     software["jax"] = jax.group(1)
 commit = run("git", "-C", root, "rev-parse", "--short=12", "HEAD") or "unknown"
-if run("git", "-C", root, "status", "--porcelain", "--untracked-files=no"):
+# Changes to anything but the recorded data itself (a new benchmark script not yet committed included).
+if run("git", "-C", root, "status", "--porcelain", "--", ".", ":!docs/data"):
     commit += " (with uncommitted changes)"
 record = {
     "benchmark": name,
@@ -70,7 +79,7 @@ record = {
     "commit": commit,
     "recorded_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     "seconds": round(float(ended) - float(started), 1),
-    "output": text.splitlines(),
+    "output": lines,
 }
 path = os.path.join(root, "docs", "data", name + ".json")
 with open(path + ".tmp", "w") as f:

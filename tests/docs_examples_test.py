@@ -35,13 +35,16 @@ import os
 import pathlib
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
 
 MARK = re.compile(r"^<!--\s*example:\s*(\S+)\s*(.*?)\s*-->\s*$")
-FENCE = re.compile(r"^```(\w*)\s*$")
+FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
 TIME = re.compile(r"\d+(\.\d+)?\s*(ms|µs|us|s)\b")
+# This machine's plugin folder, wherever it is: ~/.cache/plugboard/deps, /root/..., PLUGBOARD_DEPS_DIR.
+DEPS = re.compile(r"(~|/[^\s'\"]*)?/\.cache/plugboard/deps")
 
 
 class Failure(Exception):
@@ -49,22 +52,24 @@ class Failure(Exception):
 
 
 def blocks(path):
-    """(line number of the fence, language, marker kind, marker argument, block lines) for each block."""
-    lines = path.read_text().splitlines()
+    """(line number of the fence, language, marker kind, marker argument, block lines) for each block:
+    fenced with backticks or tildes, indented too (inside a list item; the lines lose that indent)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
     out, i = [], 0
     while i < len(lines):
         m = FENCE.match(lines[i])
         if not m:
             i += 1
             continue
-        start, lang = i, m.group(1)
+        start, indent, fence, lang = i, len(m.group(1)), m.group(2), m.group(3)
         j = i + 1
-        while j < len(lines) and lines[j].strip() != "```":
+        while j < len(lines) and not re.fullmatch(r"\s*" + re.escape(fence[0]) + "{%d,}\\s*" % len(fence), lines[j]):
             j += 1
         if j == len(lines):
             raise Failure(f"{path}:{start + 1}: a code block that never closes")
-        mark = MARK.match(lines[start - 1]) if start > 0 else None
-        out.append((start + 1, lang, mark.group(1) if mark else None, mark.group(2) if mark else "", lines[start + 1:j]))
+        mark = MARK.match(lines[start - 1].strip()) if start > 0 else None
+        body = [l[indent:] if l[:indent].strip() == "" else l for l in lines[start + 1:j]]
+        out.append((start + 1, lang, mark.group(1) if mark else None, mark.group(2) if mark else "", body))
         i = j + 1
     return out
 
@@ -98,8 +103,8 @@ def check_excerpt(root, where, spec, block):
 
 
 def normalize(line, deps):
-    line = line.replace(str(deps), "DEPS").replace(os.path.expanduser("~/.cache/plugboard/deps"), "DEPS")
-    return TIME.sub("TIME", line).rstrip()
+    line = line.replace(str(deps), "DEPS")
+    return TIME.sub("TIME", DEPS.sub("DEPS", line)).rstrip()
 
 
 def run_block(root, where, block, env, deps):
@@ -117,6 +122,8 @@ def run_block(root, where, block, env, deps):
         command = block[i][2:]
         while command.endswith("\\"):
             i += 1
+            if i == len(block):
+                raise Failure(f"{where}: the block ends inside a continued `$ ` command")
             command = command[:-1].rstrip() + " " + block[i].strip()
         i += 1
         expected = []
@@ -163,6 +170,11 @@ def usage_of_script(path):
     return "\n".join(text)
 
 
+def flag_in(flag, text):
+    """`--run` in a usage text, not as the start of `--run-all`."""
+    return re.search(re.escape(flag) + r"(?![\w-])", text) is not None
+
+
 def check_command_block(root, where, block, cli, cli_help):
     logical, pending = [], ""
     for line in block:
@@ -174,60 +186,79 @@ def check_command_block(root, where, block, cli, cli_help):
         if pending.strip():
             logical.append(pending.strip())
         pending = ""
+    if pending.strip():
+        logical.append(pending.strip())
     checked = 0
     for line in logical:
-        tokens = line.replace("(", " ").replace(")", " ").replace("$(", " ").split()
-        flags = [t.split("=")[0] for t in tokens if re.fullmatch(r"--[a-z][a-z0-9-]*(=.*)?", t)]
-        cli_at = [k for k, t in enumerate(tokens) if t == "plugboard" or t.endswith("/plugboard/plugboard")]
-        if tokens[:1] == ["cmake"]:
-            # `cmake --install` with no folder prints its own options.
-            mode = ["--install"] if "--install" in tokens else ["--help"]
-            r = subprocess.run(["cmake"] + mode, capture_output=True, text=True)
-            help_text = r.stdout + r.stderr
-            for flag in flags:
-                if flag not in help_text and flag not in mode:
-                    raise Failure(f"{where}: cmake {' '.join(mode)} takes no {flag}")
-            checked += 1
-            continue
-        if tokens[:1] == ["cd"]:
-            if not (root / tokens[1]).is_dir():
-                raise Failure(f"{where}: no folder {tokens[1]}")
-            checked += 1
-            continue
-        if cli_at and cli_at[0] + 1 < len(tokens):
-            sub = tokens[cli_at[0] + 1]
-            if cli is None:
-                checked += 1
-                continue
-            help_text = cli_help(sub)
-            for flag in flags:
-                if not re.search(re.escape(flag) + r"\b", help_text):
-                    raise Failure(f"{where}: `plugboard {sub}` takes no {flag} (`plugboard {sub} --help`)")
-            checked += 1
-            continue
-        scripts = [t for t in tokens if re.fullmatch(r"[\w./-]+\.(sh|py)", t) and "/" in t]
-        for script in scripts:
-            path = root / script
-            if not path.is_file():
-                raise Failure(f"{where}: no script {script}")
-            if script.endswith(".sh"):
-                if not os.access(path, os.X_OK):
-                    raise Failure(f"{where}: {script} is not executable")
-                parse = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
-                if parse.returncode != 0:
-                    raise Failure(f"{where}: {script} does not parse: {parse.stderr}")
-                usage = usage_of_script(path)
-            else:
-                usage = path.read_text()
-            for flag in flags:
-                if not re.search(re.escape(flag) + r"\b", usage):
-                    raise Failure(f"{where}: {script}'s usage has no {flag}")
-            checked += 1
-        for token in tokens:
-            if re.fullmatch(r"(examples|tests|bench|bindings|docs)/[\w./-]+\.\w+", token) and not (root / token).exists():
-                raise Failure(f"{where}: no file {token}")
+        cwd = root
+        # Each command of the line in turn (`cd X && mix test test/y.exs`: y is looked for in X).
+        for command in re.split(r"&&|;|\|\|", line):
+            checked += check_command(root, cwd, where, command, cli, cli_help)
+            words = words_of(command)
+            if words[:1] == ["cd"]:
+                if len(words) < 2 or not (cwd / words[1]).is_dir():
+                    raise Failure(f"{where}: no folder {words[1] if len(words) > 1 else '(none given)'}")
+                cwd = cwd / words[1]
     if checked == 0:
         raise Failure(f"{where}: a `command` block that names no script and no `plugboard` command")
+
+
+def words_of(command):
+    """A command's words: brackets, pipes and substitutions of a usage line are not part of them."""
+    return re.sub(r"[\[\]|()$]", " ", command).split()
+
+
+def check_command(root, cwd, where, command, cli, cli_help):
+    """Checks one command; 1 when it named something checkable (a script, the CLI, cmake, cd)."""
+    tokens = words_of(command)
+    if not tokens:
+        return 0
+    is_flag = lambda t: re.fullmatch(r"--[a-z][a-z0-9-]*(=.*)?", t)
+    flags_after = lambda k: [t.split("=")[0] for t in tokens[k + 1:] if is_flag(t)]
+    for token in tokens:  # files the command names, where it runs
+        if re.fullmatch(r"[\w.-]+(/[\w.-]+)+\.\w+", token) and not token.startswith(("build/", "_build/")):
+            if not (cwd / token).exists() and not (root / token).exists():
+                raise Failure(f"{where}: no file {token} (from {cwd.relative_to(root) if cwd != root else 'the repository'})")
+    if tokens[0] == "cd":
+        return 1
+    if tokens[0] == "cmake":
+        # `cmake --install` with no folder prints its own options.
+        mode = ["--install"] if "--install" in tokens else ["--help"]
+        r = subprocess.run(["cmake"] + mode, capture_output=True, text=True)
+        for flag in flags_after(0):
+            if flag not in mode and not flag_in(flag, r.stdout + r.stderr):
+                raise Failure(f"{where}: cmake {' '.join(mode)} takes no {flag}")
+        return 1
+    cli_at = [k for k, t in enumerate(tokens) if t == "plugboard" or t.endswith("/plugboard/plugboard")]
+    if cli_at and cli_at[0] + 1 < len(tokens):
+        sub = tokens[cli_at[0] + 1]
+        if cli is not None:
+            help_text = cli_help(sub)
+            for flag in flags_after(cli_at[0] + 1):
+                if not flag_in(flag, help_text):
+                    raise Failure(f"{where}: `plugboard {sub}` takes no {flag} (`plugboard {sub} --help`)")
+        return 1
+    scripts = [k for k, t in enumerate(tokens) if re.fullmatch(r"[\w./-]+\.(sh|py)", t) and "/" in t]
+    for n, k in enumerate(scripts):
+        script = tokens[k]
+        path = cwd / script if (cwd / script).exists() else root / script
+        if not path.is_file():
+            raise Failure(f"{where}: no script {script}")
+        if script.endswith(".sh"):
+            if not os.access(path, os.X_OK):
+                raise Failure(f"{where}: {script} is not executable")
+            parse = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+            if parse.returncode != 0:
+                raise Failure(f"{where}: {script} does not parse: {parse.stderr}")
+            usage = usage_of_script(path)
+        else:
+            usage = path.read_text(encoding="utf-8")
+        # The flags up to the next script on the line are this script's.
+        upto = scripts[n + 1] if n + 1 < len(scripts) else len(tokens)
+        for flag in [tokens[j].split("=")[0] for j in range(k + 1, upto) if is_flag(tokens[j])]:
+            if not flag_in(flag, usage):
+                raise Failure(f"{where}: {script}'s usage has no {flag}")
+    return 1 if scripts else 0
 
 
 def names_in(block, lang):
@@ -337,18 +368,21 @@ def main():
                     if not arg and previous is None:
                         raise Failure(f"{where}: an `output` block must follow the block whose output it shows")
                 elif kind == "readme-start":
-                    if rel != pathlib.Path("README.md"):
-                        raise Failure(f"{where}: `readme-start` is for the README's starts")
+                    if rel != pathlib.Path("README.md") or lang not in ("cpp", "elixir"):
+                        raise Failure(f"{where}: `readme-start` is for the README's C++ and Elixir starts")
                 else:
                     raise Failure(f"{where}: unknown kind `{kind}` (run, excerpt, command, fragment, output, readme-start)")
                 counts[kind] = counts.get(kind, 0) + 1
             except Failure as e:
                 failures.append(str(e))
+            except subprocess.TimeoutExpired as e:
+                failures.append(f"{where}: `{e.cmd[-1] if isinstance(e.cmd, list) else e.cmd}` ran past {e.timeout:.0f} s")
             previous = kind
     try:
         check_readme_starts(root)
-    except Failure as e:
-        failures.append(str(e))
+    except (Failure, IndexError) as e:
+        failures.append(f"README.md's starts: {e}")
+    shutil.rmtree(scratch, ignore_errors=True)
     for f in failures:
         print(f"FAIL {f}\n", file=sys.stderr)
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))

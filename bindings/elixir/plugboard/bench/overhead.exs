@@ -68,4 +68,4 @@ per_call = (t100 - t0) / 100
 
 IO.puts("plugin: #{plugin}")
 IO.puts("Plugboard.run! add f32[4]: #{Float.round(run_ns / 1000, 2)} us   C++ execute + await: #{Float.round(cxx / 1000, 2)} us   Elixir adds #{Float.round(added / 1000, 2)} us (goal <= +5 us)")
-IO.puts("blocking callback round trip into Elixir: #{Float.round(per_call / 1000, 2)} us per call (goal <= 20 us; JAX pure_callback ~50 us, scripts/bench_callbacks.sh)")
+IO.puts("blocking callback round trip into Elixir: #{Float.round(per_call / 1000, 2)} us per call (goal <= 20 us; JAX's pure_callback: scripts/bench_callbacks.sh)")

@@ -27,4 +27,6 @@ defmodule Plugboard.DoctestTest do
   doctest Plugboard.Compilation
   doctest Plugboard.Buffers
   doctest Plugboard.Execution
+  doctest Plugboard.Trace
+  doctest Plugboard.KeyValueStore
 end

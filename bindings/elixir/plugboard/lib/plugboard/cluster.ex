@@ -47,8 +47,9 @@ defmodule Plugboard.Cluster do
   @doc """
   This node: `node`, `target` (the booted target's name, or nil with `error` saying why), `platform`,
   `plugin`, `devices` (how many) and `device_kind`, `servings` (each local serving's `:info` map:
-  name, weight, load, idempotent, ...), `telemetry` (`Plugboard.Telemetry.Summary.snapshot/0` when
-  that module is loaded).
+  name, weight, load, idempotent, ...; a member that does not answer within 500 ms, or answers with
+  a malformed `:info`, `Plugboard.Cluster.Directory.validate_info/1`, is left out), `telemetry`
+  (`Plugboard.Telemetry.Summary.snapshot/0` when that module is loaded).
   """
   @spec node_report() :: node_report()
   def node_report do

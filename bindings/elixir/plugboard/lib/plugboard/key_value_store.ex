@@ -142,7 +142,20 @@ defmodule Plugboard.KeyValueStore do
     end
   end
 
-  @doc "Puts `value` under `key` in the store's namespace, from Elixir (not through the native store)."
+  @doc """
+  Puts `value` under `key` in the store's namespace, from Elixir (not through the native store).
+
+      iex> {:ok, store} = Plugboard.KeyValueStore.open("doc-example")
+      iex> Plugboard.KeyValueStore.put(store, "rank0/address", "10.0.0.2:1234")
+      :ok
+      iex> Plugboard.KeyValueStore.try_get(store, "rank0/address")
+      {:ok, "10.0.0.2:1234"}
+      iex> {:error, error} = Plugboard.KeyValueStore.try_get(store, "rank1/address")
+      iex> error.code
+      :not_found
+      iex> Plugboard.KeyValueStore.close(store)
+      :ok
+  """
   @spec put(store(), String.t(), binary()) :: :ok | {:error, Error.t()}
   def put(store, key, value) when is_binary(key) and is_binary(value) do
     with {:ok, {namespace, cluster, handler}} <- where(store, "put"),

@@ -168,6 +168,16 @@ defmodule Plugboard.Trace do
   @doc """
   Runs `fun` (no arguments) and returns its result; when tracing is on, records the time it took as
   a span on the calling process's track (also when it raises, throws or exits).
+
+      iex> Plugboard.Trace.span("load batch", "app", fn -> :loaded end)
+      :loaded
+      iex> :ok = Plugboard.Trace.start()
+      iex> Plugboard.Trace.span("load batch", "app", %{batch: 3}, fn -> :loaded end)
+      :loaded
+      iex> {:ok, trace} = Plugboard.Trace.stop()
+      iex> [span] = Enum.filter(trace.spans, &(&1.name == "load batch"))
+      iex> {span.category, span.args, span.end_ns >= span.start_ns}
+      {"app", %{"batch" => 3}, true}
   """
   @spec span(String.t(), String.t(), map(), (-> result)) :: result when result: term()
   def span(name, category, args \\ %{}, fun) when is_function(fun, 0) do

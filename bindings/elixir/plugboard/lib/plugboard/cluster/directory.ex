@@ -8,7 +8,8 @@ defmodule Plugboard.Cluster.Directory do
 
   **Members.** A process that serves `name` on its node joins the group `{:serving, name}`
   (`join_member/2`) and answers `GenServer.call(pid, :info)` with a map about itself, an `t:info/0`:
-  at least `weight` (a positive integer: its share of the requests, the node's devices by default),
+  at least `weight` (a positive integer: its share of the requests; `Plugboard.Serving` gives the
+  node's devices × 1 on CPU, × 8 on an accelerator, unless told otherwise),
   `load` (requests taken and not yet answered) and `idempotent` (whether a request lost with its node
   may be sent again). `members/1` lists a name's members cluster-wide; `ask_info/2` asks one without
   ever waiting past its timeout, and rejects a malformed answer with the reason.
@@ -17,7 +18,7 @@ defmodule Plugboard.Cluster.Directory do
   is sent every member's load when it changes (`publish_load/2`), as a message `load_update/1` reads.
 
       iex> alias Plugboard.Cluster.Directory
-      iex> member = spawn(fn -> receive do: (:stop -> :ok) end)
+      iex> member = spawn_link(fn -> receive do: (:stop -> :ok) end)
       iex> :ok = Directory.join_member(:doc_model, member)
       iex> Directory.members(:doc_model) == [member]
       true
