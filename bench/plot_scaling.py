@@ -130,7 +130,8 @@ ax.set_yscale("log")
 finish(fig, ax, "receivers (ordered-delivery queues)", "post -> task starts (us)",
        "Ordered-callback delivery latency vs receivers", "scaling_delivery.png")
 
-rows = numeric_rows(boot_text, 5)
+# The first run's table (bench_boot.sh --runs N prints one per run, then how far apart they are).
+rows = numeric_rows(boot_text.split("run 2 of")[0], 5)
 fig, ax = plt.subplots(figsize=(7, 4.2))
 plot_pair(ax, [r[0] for r in rows], [r[2] for r in rows], [r[1] for r in rows], 0, "boot:", "CPU plugin alone")
 ax.set_ylim(bottom=0)

@@ -19,8 +19,9 @@ carries, on the line before its fence, a comment saying how (invisible on the re
                                   line, a child spec, a tour of calls with `...`): PATH is the test or
                                   program that does the same for real, and every name the block uses
                                   (`Module.function`, `ns::name`, `.method(`, `key:`) must occur in it.
-  <!-- example: output -->        what the block before it prints (shown as it looked on one run);
-  <!-- example: output PATH -->   with PATH, what that program or test prints (PATH must exist).
+  <!-- example: output PATH -->   what PATH prints: a recorded run (docs/data/NAME.json, the block made
+                                  from it by bench/figures.py, which ctest docs.bench_figures checks),
+                                  or the test that prints it (which must exist).
   <!-- example: readme-start -->  the README's C++ and Elixir starts (checked below).
 
 A block without a comment, or with a kind not listed, fails the test, naming its file and line.
@@ -345,7 +346,6 @@ def main():
         except Failure as e:
             failures.append(str(e))
             continue
-        previous = None
         for line, lang, kind, arg, block in found:
             where = f"{rel}:{line}"
             try:
@@ -363,10 +363,10 @@ def main():
                 elif kind == "fragment":
                     check_fragment(root, where, arg, block, lang)
                 elif kind == "output":
-                    if arg and not (root / arg.split()[0]).exists():
+                    if not arg:
+                        raise Failure(f"{where}: an `output` block names what prints it: a recorded run (docs/data/NAME.json) or a test")
+                    if not (root / arg.split()[0]).exists():
                         raise Failure(f"{where}: output of {arg}: no such file")
-                    if not arg and previous is None:
-                        raise Failure(f"{where}: an `output` block must follow the block whose output it shows")
                 elif kind == "readme-start":
                     if rel != pathlib.Path("README.md") or lang not in ("cpp", "elixir"):
                         raise Failure(f"{where}: `readme-start` is for the README's C++ and Elixir starts")
@@ -377,7 +377,6 @@ def main():
                 failures.append(str(e))
             except subprocess.TimeoutExpired as e:
                 failures.append(f"{where}: `{e.cmd[-1] if isinstance(e.cmd, list) else e.cmd}` ran past {e.timeout:.0f} s")
-            previous = kind
     try:
         check_readme_starts(root)
     except (Failure, IndexError) as e:

@@ -55,61 +55,41 @@ defmodule Bench do
   end
 
   @doc """
-  Writes a benchmark's figures, with what they were measured on, as JSON to
-  `PLUGBOARD_BENCH_RESULTS/NAME-PLUGIN.json` (nothing when the variable is not set): the command, the
-  time, the commit, the machine (processor, cores, load averages), Elixir, OTP and Nx, and the plugin
-  (its file and the platform version its client reports). The guides' figures are made from these
-  files (bench/nx_figures.py), not typed.
+  Prints a benchmark's figures as one line, `figures: {JSON}`: the plugin (its file and the platform
+  version its client reports), Nx's version and the figures (each a number, rounded to 3 decimals).
+  `scripts/bench_record.sh` records the output with the machine, the commit and the command, and
+  bench/nx_figures.py makes the Nx guide's table and plot from these lines.
   """
-  def record(name, client, figures) do
-    with dir when is_binary(dir) and dir != "" <- System.get_env("PLUGBOARD_BENCH_RESULTS") do
-      Code.ensure_loaded?(JSON) ||
-        raise "PLUGBOARD_BENCH_RESULTS=#{dir}: recording needs Elixir 1.18's JSON module (this is #{System.version()})"
+  def print_figures(client, figures) do
+    plugin = plugin()
 
-      plugin = plugin()
-      File.mkdir_p!(dir)
-      path = Path.join(dir, "#{name}-#{plugin |> Path.dirname() |> Path.basename()}.json")
+    line = %{
+      "plugin" => Path.join(plugin |> Path.dirname() |> Path.basename(), Path.basename(plugin)),
+      "platform_version" => client.platform_version,
+      "nx" => Application.spec(:nx, :vsn) |> to_string(),
+      "figures" => Map.new(figures, fn {k, v} -> {to_string(k), Float.round(v * 1.0, 3)} end)
+    }
 
-      record = %{
-        benchmark: name,
-        command: System.get_env("PLUGBOARD_BENCH_COMMAND", "mix run bench/#{name}.exs"),
-        recorded_at: DateTime.utc_now() |> DateTime.truncate(:second) |> DateTime.to_iso8601(),
-        commit: commit(),
-        machine: %{cpu: cpu_model(), cores: System.schedulers_online(), load_average: load_average()},
-        software: %{elixir: System.version(), otp: System.otp_release(), nx: Application.spec(:nx, :vsn) |> to_string()},
-        plugin: %{file: Path.join(plugin |> Path.dirname() |> Path.basename(), Path.basename(plugin)), platform_version: client.platform_version},
-        figures: Map.new(figures, fn {k, v} -> {k, Float.round(v * 1.0, 3)} end)
-      }
-
-      File.write!(path, JSON.encode!(record) <> "\n")
-      IO.puts("recorded #{path}")
-    end
-
-    :ok
+    IO.puts("figures: " <> json(line))
   end
 
-  defp commit do
-    case System.cmd("git", ["rev-parse", "--short=12", "HEAD"], stderr_to_stdout: true, cd: __DIR__) do
-      {sha, 0} -> String.trim(sha)
-      _ -> "unknown"
-    end
-  rescue
-    _ -> "unknown"
-  end
+  # JSON of what print_figures/2 prints: maps with string keys, strings, numbers.
+  defp json(map) when is_map(map),
+    do: "{" <> Enum.map_join(Enum.sort(map), ",", fn {k, v} -> json(k) <> ":" <> json(v) end) <> "}"
 
-  defp cpu_model do
-    with {:ok, text} <- File.read("/proc/cpuinfo"),
-         [_, model] <- Regex.run(~r/^model name\s*:\s*(.+)$/m, text),
-         do: model,
-         else: (_ -> "unknown")
-  end
+  defp json(s) when is_binary(s) do
+    escaped =
+      for <<c::utf8 <- s>>, into: "" do
+        cond do
+          c in [?", ?\\] -> <<?\\, c>>
+          c < 0x20 -> "\\u" <> String.pad_leading(Integer.to_string(c, 16), 4, "0")
+          true -> <<c::utf8>>
+        end
+      end
 
-  defp load_average do
-    case File.read("/proc/loadavg") do
-      {:ok, text} -> text |> String.split() |> Enum.take(3) |> Enum.map(&String.to_float/1)
-      _ -> []
-    end
+    ~s("#{escaped}")
   end
+  defp json(n) when is_number(n), do: to_string(n)
 
   @doc "The machine's load averages (1, 5, 15 minutes) and its CPU count, for the record."
   def load do

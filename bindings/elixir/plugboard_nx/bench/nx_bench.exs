@@ -12,8 +12,8 @@
 #
 #   mix run bench/nx_bench.exs    (from bindings/elixir/plugboard_nx; bench/nx_bench.sh sets it up)
 #
-# With PLUGBOARD_BENCH_RESULTS set (nx_bench.sh --record), the figures are also written as JSON
-# (Bench.record/3), from which bench/nx_figures.py makes the Nx guide's table and plot.
+# The figures are also printed as one `figures: {JSON}` line (Bench.print_figures/2), from which
+# bench/nx_figures.py makes the Nx guide's table and plot once nx_bench.sh --record has recorded them.
 Code.require_file("bench_helpers.exs", __DIR__)
 
 plugin = Bench.plugin()
@@ -133,7 +133,7 @@ IO.puts(
     "#{Float.round(Bench.median(emit) / 1000, 2)} ms; XLA's compile of it: #{Float.round(compile_us / 1000, 1)} ms"
 )
 
-Bench.record("nx_bench", client, %{
+Bench.print_figures(client, %{
   jit_us: t.jit,
   run_us: t.run,
   nx_defn_dispatch_us: t.null,

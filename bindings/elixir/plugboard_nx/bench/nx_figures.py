@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The Nx guide's benchmark figures, made from the recorded data rather than typed: reads
-docs/data/nx_bench-*.json (written by bench/nx_bench.sh --record, one file per CPU plugin) and
+"""The Nx guide's benchmark figures, made from the recorded data rather than typed: reads the
+`figures: {JSON}` lines (one per CPU plugin) of docs/data/nx_bench.json (the run bench/nx_bench.sh
+--record recorded with scripts/bench_record.sh) and
 
   * writes the table between the markers `<!-- figures: nx_bench -->` and `<!-- /figures -->` in
     docs/nx.md, with a line saying what measured it (machine, software, commit, command, date);
@@ -11,41 +12,46 @@ docs/data/nx_bench-*.json (written by bench/nx_bench.sh --record, one file per C
     nx_figures.py REPO_ROOT --check    exit 1 when the guide's table is not what the data gives
                                        (ctest docs.figures: a figure edited by hand, or data without its table)
 """
-import glob
 import json
 import os
 import re
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../../bench"))
+import figures as recorded  # noqa: E402  (bench/figures.py: the provenance line every figure carries)
+
 BEGIN, END = "<!-- figures: nx_bench -->", "<!-- /figures -->"
 
 
-def plugin_label(record):
+def plugin_label(plugin):
     """xla_cpu_081 -> 0.81, xla_cpu_115 -> 0.115: the plugin's PJRT API version, as the guides name it."""
-    folder = record["plugin"]["file"].split("/")[0]
+    folder = plugin["plugin"].split("/")[0]
     m = re.match(r"xla_cpu_(\d+)$", folder)
     return f"0.{m.group(1).lstrip('0')}" if m else folder
 
 
 def load(root):
-    records = []
-    for path in sorted(glob.glob(os.path.join(root, "docs/data/nx_bench-*.json"))):
-        with open(path) as f:
-            records.append(json.load(f))
-    if not records:
-        sys.exit("nx_figures: no docs/data/nx_bench-*.json (run bindings/elixir/plugboard_nx/bench/nx_bench.sh --record)")
-    # In the order of the plugins' API versions (0.81, 0.106, 0.115); others after them.
-    def order(record):
-        label = plugin_label(record)
+    """The recorded run and its plugins' figures, in the order of their API versions (0.81, 0.106, 0.115)."""
+    path = os.path.join(root, "docs/data/nx_bench.json")
+    if not os.path.exists(path):
+        sys.exit("nx_figures: no docs/data/nx_bench.json (run bindings/elixir/plugboard_nx/bench/nx_bench.sh --record)")
+    with open(path, encoding="utf-8") as f:
+        record = json.load(f)
+    plugins = [json.loads(line[len("figures: "):]) for line in record["output"] if line.startswith("figures: ")]
+    if not plugins:
+        sys.exit("nx_figures: docs/data/nx_bench.json holds no `figures:` line (a run of an older nx_bench.exs?)")
+
+    def order(plugin):
+        label = plugin_label(plugin)
         return (0, int(label.split(".")[1])) if re.match(r"0\.\d+$", label) else (1, label)
-    return sorted(records, key=order)
+    return record, sorted(plugins, key=order)
 
 
 def us(v):
     return f"{v:.2f} µs"
 
 
-def table(records):
+def table(record, records):
     fig = [r["figures"] for r in records]
     rows = [
         ("cached `jit` of `x + 1` (f32[4], argument on the device)", [us(f["jit_us"]) for f in fig]),
@@ -63,16 +69,9 @@ def table(records):
     ]
     head = "| | " + " | ".join(plugin_label(r) for r in records) + " |"
     lines = [head, "|---" * (len(records) + 1) + "|"] + [f"| {name} | " + " | ".join(cells) + " |" for name, cells in rows]
-    first = records[0]
-    m = first["machine"]
-    load = " / ".join(f"{x:.2f}" for x in m["load_average"])
-    s = first["software"]
-    dates = sorted({r["recorded_at"][:10] for r in records})
-    commits = sorted({r["commit"] for r in records})
-    lines += ["", f"Recorded by `{first['command']}` on {m['cpu']} ({m['cores']} cores, load average {load} at the "
-              f"first plugin's end), Elixir {s['elixir']} / OTP {s['otp']}, Nx {s['nx']}, commit {', '.join(commits)}, "
-              f"{', '.join(dates)}. Data: `docs/data/nx_bench-*.json`; the table and the plot are made from them by "
-              f"`bindings/elixir/plugboard_nx/bench/nx_figures.py`."]
+    nx = ", ".join(sorted({r["nx"] for r in records}))
+    lines += ["", f"Nx {nx}. " + recorded.provenance("nx_bench", record) + " The table and the plot are made from its "
+              "`figures:` lines by `bindings/elixir/plugboard_nx/bench/nx_figures.py`."]
     return "\n".join(lines)
 
 
@@ -110,7 +109,7 @@ def main():
         sys.exit(__doc__)
     root = sys.argv[1]
     check = "--check" in sys.argv[2:]
-    records = load(root)
+    record, records = load(root)
     guide_path = os.path.join(root, "docs/nx.md")
     with open(guide_path) as f:
         guide = f.read()
@@ -118,10 +117,10 @@ def main():
         sys.exit(f"nx_figures: docs/nx.md has no {BEGIN} ... {END} markers")
     start = guide.index(BEGIN) + len(BEGIN)
     end = guide.index(END)
-    wanted = "\n" + table(records) + "\n"
+    wanted = "\n" + table(record, records) + "\n"
     if check:
         if guide[start:end] != wanted:
-            sys.exit("docs/nx.md: the table between the nx_bench markers is not what docs/data/nx_bench-*.json give "
+            sys.exit("docs/nx.md: the table between the nx_bench markers is not what docs/data/nx_bench.json gives "
                      "(edited by hand, or the data changed without it): run bindings/elixir/plugboard_nx/bench/nx_figures.py")
         print(f"docs/nx.md's nx_bench table is the data's ({len(records)} plugins)")
         return
