@@ -3,14 +3,6 @@
 #
 #   bindings/elixir/plugboard/bench/kv_roundtrip.sh [BUILD_DIR] [CALLS]      (after scripts/setup.sh)
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../../../.." && pwd)
-build=$(cd "${1:-$root/build}" && pwd)
-cmake --install "$build" --prefix "$build/elixir-prefix" --strip >/dev/null
-export PLUGBOARD_PREFIX="$build/elixir-prefix" MIX_ENV=prod
-export MIX_HOME=${MIX_HOME:-$build/mix-home} HEX_HOME=${HEX_HOME:-$build/hex-home}
-. "$root/scripts/hex_registry.sh"
-hex_deps_get "$root/bindings/elixir/plugboard"
-cd "$root/bindings/elixir/plugboard"
-mix compile >/dev/null
+BUILD_DIR=${1:-${BUILD_DIR:-}}
+. "$(dirname "$0")/env.sh"
 mix run --no-start bench/kv_roundtrip.exs "${2:-2000}"
