@@ -110,6 +110,14 @@ defmodule Plugboard.Execution do
   @doc """
   Starts an execution and returns at once with a `Plugboard.Run`; `await/2` collects the outputs.
   Host callbacks bound to functions run while this process is in `await/2`.
+
+      iex> program = "func.func @main(%x: tensor<3xi32>) -> tensor<3xi32> { %0 = stablehlo.negate %x : tensor<3xi32> return %0 : tensor<3xi32> }"
+      iex> exe = Plugboard.compile!(Plugboard.client!(), program)
+      iex> x = Plugboard.buffer!(Plugboard.client!(), <<1::32-little, 2::32-little, 3::32-little>>, :i32, {3})
+      iex> {:ok, run} = Plugboard.run_async(exe, [x])
+      iex> {:ok, [y]} = Plugboard.await(run)
+      iex> for <<v::signed-32-little <- Plugboard.to_binary!(y)>>, do: v
+      [-1, -2, -3]
   """
   @spec run_async(Executable.t(), [Buffer.t()], keyword()) :: Plugboard.result(Run.t())
   def run_async(exe, args, opts \\ [])
