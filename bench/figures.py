@@ -43,14 +43,33 @@ def unquote(g):
 def markers(text, where):
     """(opening line's span, NAME, START, END, KEEP, content span) of each marker, in order; a line
     that opens a marker malformed, or one left open, fails naming it."""
-    found, lines, at, i = [], text.split("\n"), 0, 0
+    found, lines, at, i, fence = [], text.split("\n"), 0, 0, None
     offsets = []
     for line in lines:
         offsets.append(at)
         at += len(line) + 1
     while i < len(lines):
         line = lines[i]
-        if "<!-- figures:" in line and not OTHER.fullmatch(line.strip()):
+        opening = re.match(r"\s*(`{3,}|~{3,})", line)
+        if fence:  # inside a code block: nothing there is a marker
+            if opening and opening.group(1)[0] == fence[0] and len(opening.group(1)) >= len(fence):
+                fence = None
+            i += 1
+            continue
+        if opening:
+            fence = opening.group(1)
+            i += 1
+            continue
+        if OTHER.fullmatch(line.strip()):  # nx_figures.py's block: skip it whole
+            while i < len(lines) and lines[i].strip() != CLOSE:
+                i += 1
+            i += 1
+            continue
+        if line.strip() == CLOSE:
+            raise Failure(f"{where}:{i + 1}: {CLOSE} with no figures marker open")
+        if re.search(r"<!--\s*/?\s*figures", line, re.I) and "<!-- figures:" not in line:
+            raise Failure(f"{where}:{i + 1}: a malformed figures marker: {line.strip()}")
+        if "<!-- figures:" in line:
             m = OPEN.fullmatch(line.strip())
             if not m:
                 raise Failure(f"{where}:{i + 1}: a malformed figures marker: {line.strip()}")
@@ -118,8 +137,9 @@ def as_table(lines):
             rows.append(cells)
         elif line.strip():
             notes.append(line.strip())
-    out = [f"**{lines[0].strip()}**", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    cell = lambda c: c.replace("|", "\\|").replace("<!--", "&lt;!--")
+    out = [f"**{lines[0].strip()}**", "", "| " + " | ".join(map(cell, header)) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(map(cell, r)) + " |" for r in rows]
     if notes:
         out += [""] + [f"- {n}" for n in notes]
     return out
@@ -134,15 +154,38 @@ def provenance(name, record):
             f"commit {record['commit']}, {record['recorded_at'][:10]}: `docs/data/{name}.json`.")
 
 
+def check_record(name, record):
+    """A record as scripts/bench_record.sh writes it; its text fields one line each, with no marker."""
+    bad = lambda why: Failure(f"docs/data/{name}.json is not a record of scripts/bench_record.sh: {why}")
+    if not isinstance(record, dict):
+        raise bad("not an object")
+    if not isinstance(record.get("output"), list) or not all(isinstance(l, str) for l in record["output"]):
+        raise bad("`output` is not a list of lines")
+    machine = record.get("machine")
+    if not isinstance(machine, dict) or not isinstance(machine.get("cpu"), str) or not isinstance(machine.get("cores"), int):
+        raise bad("`machine` lacks `cpu` or `cores`")
+    for key in ("load_average_before", "load_average_after"):
+        if not isinstance(machine.get(key), list) or not all(isinstance(x, (int, float)) for x in machine[key]):
+            raise bad(f"`machine.{key}` is not a list of numbers")
+    if not isinstance(record.get("seconds"), (int, float)):
+        raise bad("`seconds` is not a number")
+    for key in ("command", "commit", "recorded_at"):
+        value = record.get(key)
+        if not isinstance(value, str) or "\n" in value or "<!--" in value or "`" in value:
+            raise bad(f"`{key}` is not one line of plain text")
+    if "<!--" in machine["cpu"] or "\n" in machine["cpu"]:
+        raise bad("`machine.cpu` is not one line of plain text")
+
+
 def render(root, name, start, end, keep=None):
     path = root / "docs" / "data" / f"{name}.json"
     if not path.is_file():
         raise Failure(f"no docs/data/{name}.json (record it: scripts/bench_record.sh {name} COMMAND...)")
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
-        record["output"], record["machine"], record["command"]
-    except (ValueError, KeyError, TypeError) as e:
-        raise Failure(f"docs/data/{name}.json is not a record of scripts/bench_record.sh ({type(e).__name__}: {e})")
+    except ValueError as e:
+        raise Failure(f"docs/data/{name}.json is not JSON: {e}")
+    check_record(name, record)
     lines = excerpt(record, name, start, end)
     if keep:
         regex = compile_regex(keep, "KEEP")
@@ -164,7 +207,12 @@ def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     root = pathlib.Path(sys.argv[1]).resolve()
+    unknown = [a for a in sys.argv[2:] if a != "--check"]
+    if unknown:
+        sys.exit(f"figures.py: unknown argument {unknown[0]!r} (--check, or nothing)\n" + __doc__)
     check = "--check" in sys.argv[2:]
+    if not (root / "docs").is_dir():
+        sys.exit(f"figures.py: {root} has no docs/ folder (give the repository's root)")
     failures, count = [], 0
     for guide in sorted((root / "docs").glob("*.md")):
         rel = guide.relative_to(root)

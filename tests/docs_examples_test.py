@@ -56,10 +56,14 @@ def blocks(path):
     """(line number of the fence, language, marker kind, marker argument, block lines) for each block:
     fenced with backticks or tildes, indented too (inside a list item; the lines lose that indent)."""
     lines = path.read_text(encoding="utf-8").splitlines()
-    out, i = [], 0
+    out, i, in_figures = [], 0, False
     while i < len(lines):
         m = FENCE.match(lines[i])
         if not m:
+            if lines[i].strip().startswith("<!-- figures:"):
+                in_figures = True
+            elif lines[i].strip() == "<!-- /figures -->":
+                in_figures = False
             i += 1
             continue
         start, indent, fence, lang = i, len(m.group(1)), m.group(2), m.group(3)
@@ -70,7 +74,7 @@ def blocks(path):
             raise Failure(f"{path}:{start + 1}: a code block that never closes")
         mark = MARK.match(lines[start - 1].strip()) if start > 0 else None
         body = [l[indent:] if l[:indent].strip() == "" else l for l in lines[start + 1:j]]
-        out.append((start + 1, lang, mark.group(1) if mark else None, mark.group(2) if mark else "", body))
+        out.append((start + 1, lang, mark.group(1) if mark else None, mark.group(2) if mark else "", body, in_figures))
         i = j + 1
     return out
 
@@ -281,8 +285,10 @@ def check_fragment(root, where, spec, block, lang):
     names = names_in(block, lang)
     if not names:
         raise Failure(f"{where}: a fragment that names nothing to check")
-    # A module may be aliased where it is used: `Plugboard.Trace.start` is found as `Trace.start`.
-    found = lambda n: n in text or n.split("::")[-1] in text or ".".join(n.split(".")[-2:]) in text
+    # A module may be aliased where it is used: `Plugboard.Trace.start` is found as `Trace.start`. A
+    # name counts only whole (`exec` is not found in `execute`).
+    whole = lambda n: re.search(r"(?<![\w])" + re.escape(n) + r"(?![\w])", text) is not None
+    found = lambda n: whole(n) or whole(n.split("::")[-1]) or whole(".".join(n.split(".")[-2:]))
     missing = sorted(n for n in names if not found(n))
     if missing:
         raise Failure(f"{where}: names that {spec} never uses: {', '.join(missing)}")
@@ -346,7 +352,7 @@ def main():
         except Failure as e:
             failures.append(str(e))
             continue
-        for line, lang, kind, arg, block in found:
+        for line, lang, kind, arg, block, in_figures in found:
             where = f"{rel}:{line}"
             try:
                 if kind is None:
@@ -365,8 +371,12 @@ def main():
                 elif kind == "output":
                     if not arg:
                         raise Failure(f"{where}: an `output` block names what prints it: a recorded run (docs/data/NAME.json) or a test")
-                    if not (root / arg.split()[0]).exists():
-                        raise Failure(f"{where}: output of {arg}: no such file")
+                    target = arg.split()[0]
+                    if target.startswith("/") or ".." in pathlib.PurePosixPath(target).parts or not (root / target).is_file():
+                        raise Failure(f"{where}: output of {arg}: no such file in the repository")
+                    if target.startswith("docs/data/") and not in_figures:
+                        raise Failure(f"{where}: a block shown as {target}'s output must be made from it "
+                                      f"(inside a <!-- figures: ... --> marker, which bench/figures.py fills)")
                 elif kind == "readme-start":
                     if rel != pathlib.Path("README.md") or lang not in ("cpp", "elixir"):
                         raise Failure(f"{where}: `readme-start` is for the README's C++ and Elixir starts")

@@ -205,10 +205,14 @@ if [ $figures -eq 1 ]; then
   # compute1 made slower (every batch SLOW_MS, default 80 ms, longer), restarted; weight against load.
   kill -9 "${pids[$c1]}"; wait "${pids[$c1]}" 2> /dev/null; wait_members 1
   start_node "$c1" compute PLUGBOARD_TARGET=cpu COMPUTE_SERVING_DELAY_MS=${SLOW_MS:-80} "$(compute_env)"; wait_members 2; load "400" > /dev/null
-  for r in weighted load weighted load; do echo "FIGURE slow compute1, routing $r: $(load "2000, concurrency: 32, routing: :$r")"; done
+  round=0
+  for r in weighted load weighted load; do
+    [ "$r" = weighted ] && round=$((round + 1))
+    echo "FIGURE slow compute1 (+${SLOW_MS:-80} ms a batch), round $round of 2, routing $r: $(load "2000, concurrency: 32, routing: :$r")"
+  done
   # Open loop: requests arrive at a fixed rate whatever the answers (as users' do); by weight the slow
   # node gets more than it can do and queues, by load it does not.
-  for r in weighted load; do echo "FIGURE slow compute1, ${RATE:-2000} requests/s open-loop, routing $r: $(load "3000, rate: ${RATE:-2000}, routing: :$r")"; done
+  for r in weighted load; do echo "FIGURE slow compute1 (+${SLOW_MS:-80} ms a batch), ${RATE:-2000} requests/s open-loop, routing $r: $(load "3000, rate: ${RATE:-2000}, routing: :$r")"; done
   awk -v a="$(field "$two" rps)" -v l="$(field "$local_run" rps)" -v o="$(field "${one:-}" rps)" -v n="$(field "$nx_run" rps)" \
     'BEGIN { printf "FIGURE ratios: cluster rps / local rps = %.2f; 2 nodes / 1 node = %.2f; Plugboard.Serving / Nx.Serving rps = %.2f\n", a / l, a / o, a / n }'
   # On a machine with fewer cores than busy VMs, the rate follows the CPU a request costs all nodes.

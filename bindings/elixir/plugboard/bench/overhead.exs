@@ -66,6 +66,7 @@ t100 = measure.(fn -> Plugboard.run!(with_calls, [x], callbacks: echo) end, 5, 5
 t0 = measure.(fn -> Plugboard.run!(without, [x], callbacks: echo) end, 5, 50)
 per_call = (t100 - t0) / 100
 
+met = fn ok? -> if ok?, do: "met", else: "MISSED" end
 IO.puts("plugin: #{plugin}")
-IO.puts("Plugboard.run! add f32[4]: #{Float.round(run_ns / 1000, 2)} us   C++ execute + await: #{Float.round(cxx / 1000, 2)} us   Elixir adds #{Float.round(added / 1000, 2)} us (goal <= +5 us)")
-IO.puts("blocking callback round trip into Elixir: #{Float.round(per_call / 1000, 2)} us per call (goal <= 20 us; JAX's pure_callback: scripts/bench_callbacks.sh)")
+IO.puts("Plugboard.run! add f32[4]: #{Float.round(run_ns / 1000, 2)} us   C++ execute + await: #{Float.round(cxx / 1000, 2)} us   Elixir adds #{Float.round(added / 1000, 2)} us (goal <= +5 us: #{met.(added <= 5_000)})")
+IO.puts("blocking callback round trip into Elixir: #{Float.round(per_call / 1000, 2)} us per call (goal <= 20 us: #{met.(per_call <= 20_000)}; JAX's pure_callback: scripts/bench_callbacks.sh)")
