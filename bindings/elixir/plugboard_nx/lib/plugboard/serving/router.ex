@@ -201,7 +201,6 @@ defmodule Plugboard.Serving.Router do
       else: (:ets.delete(@table, {:learning, name, pid}); {:noreply, state})
   end
 
-
   def handle_info({:DOWN, _, :process, pid, _}, state) do
     forget(pid)
     {:noreply, %{state | watched: MapSet.delete(state.watched, pid), logged: MapSet.delete(state.logged, pid)}}
