@@ -4,8 +4,9 @@ defmodule Plugboard.Serving.Member do
   the group `{:serving, name}` in the cluster's directory (`Plugboard.Cluster.Directory`, whose
   protocol it speaks). It answers `:info` (`%{name, node, target, platform, devices, device_kind,
   weight, idempotent, load}`) and publishes the node's load — requests taken and not yet answered —
-  to every node's router (`Plugboard.Serving.Router`) when it changes, at most once every `publish_ms` (default 5 ms): one
-  small message per router per change, and once a second when nothing changes. Each request in
+  to every node's router (`Plugboard.Serving.Router`) when it changes, at most once every
+  `publish_ms` (default 5 ms): one small message per router per change, and once a second when
+  nothing changes. Each request in
   progress is counted by the process that runs it: `track/1` hands the member a one-slot flag set to
   1 (the member watches the process), `untrack/1` sets it to 0 when the request is answered, and the
   load is the number of flags at 1 among the processes the member watches. Each side is one
