@@ -2,8 +2,9 @@
 # Runs one benchmark command and records what it printed as data the guides are made from:
 # docs/data/NAME.json holds the output (every line, as printed, with the repository's path left out
 # and the home folder written ~) with what measured it: the command, the machine (processor, cores,
-# load averages before and after), the software (the plugin wheels set-up fetched, Elixir/OTP and
-# JAX when the command used them), the commit, the date and how long it took. bench/figures.py then
+# load averages before and after), the software (the plugin wheels set-up fetched; the Elixir and OTP
+# a benchmark's environment says it ran on, through PLUGBOARD_RECORD_INFO; the JAX its output names),
+# the commit, the date and how long it took. bench/figures.py then
 # remakes the guides' figure tables from the recorded files.
 #
 #   scripts/bench_record.sh NAME COMMAND [ARG]...
@@ -28,7 +29,7 @@ trap 'rm -rf "$work"' EXIT
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 started=$(date +%s.%N)
 status=0
-(cd "$root" && "$@") | tee "$work/output.txt" || status=$?
+(cd "$root" && PLUGBOARD_RECORD_INFO="$work/info.txt" "$@") | tee "$work/output.txt" || status=$?
 if [ "$status" -ne 0 ]; then
   echo "bench_record.sh: '$*' exited $status: nothing recorded" >&2
   exit "$status"
@@ -37,9 +38,9 @@ ended=$(date +%s.%N)
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 mkdir -p "$root/docs/data"
-python3 - "$root" "$deps" "$name" "$work/output.txt" "$started" "$ended" "$load_before" "$load_after" "$@" <<'PY'
+python3 - "$root" "$deps" "$name" "$work/output.txt" "$work/info.txt" "$started" "$ended" "$load_before" "$load_after" "$@" <<'PY'
 import datetime, glob, json, os, platform, re, subprocess, sys
-root, deps, name, output, started, ended, load_before, load_after, *command = sys.argv[1:]
+root, deps, name, output, info, started, ended, load_before, load_after, *command = sys.argv[1:]
 
 def run(*args):
     try:
@@ -59,10 +60,12 @@ if lines and lines[-1] == "":
     lines.pop()
 if not any(l.strip() for l in lines):
     sys.exit(f"bench_record.sh: '{' '.join(command)}' printed nothing on standard output: nothing recorded")
-elixir = run("elixir", "-e", 'IO.write("#{System.version()} #{System.otp_release()}")')
-if elixir and re.search(r"\b(mix|elixir|iex|\.exs)\b|bindings/elixir", " ".join(command)):
-    software["elixir"], software["otp"] = elixir.split()
-jax = re.search(r"\bjax[ =]+(\d+\.\d+\.\d+)", text)
+# What the benchmark's own environment reported it ran on (bench/env.sh of either Elixir package);
+# nothing is guessed from this shell's PATH, which need not be the benchmark's.
+toolchain = re.search(r"^elixir (\S+) (\S+)$", open(info).read(), re.M) if os.path.exists(info) else None
+if toolchain:
+    software["elixir"], software["otp"] = toolchain.groups()
+jax = re.search(r"\bJAX[ =]+(\d+\.\d+\.\d+)\b", text, re.I)
 if jax:
     software["jax"] = jax.group(1)
 commit = run("git", "-C", root, "rev-parse", "--short=12", "HEAD") or "unknown"

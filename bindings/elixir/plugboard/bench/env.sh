@@ -8,6 +8,8 @@
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../.." && pwd)
 build=$(cd "${BUILD_DIR:-$root/build}" && pwd)
 deps=${PLUGBOARD_DEPS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/plugboard/deps}
+# The toolchain these benchmarks run on, for scripts/bench_record.sh's record.
+[ -n "${PLUGBOARD_RECORD_INFO:-}" ] && elixir -e 'IO.puts("elixir #{System.version()} #{System.otp_release()}")' >> "$PLUGBOARD_RECORD_INFO"
 cmake --install "$build" --prefix "$build/elixir-prefix" --strip >/dev/null
 export PLUGBOARD_PREFIX="$build/elixir-prefix" MIX_ENV=${MIX_ENV:-prod}
 export MIX_HOME=${MIX_HOME:-$build/mix-home} HEX_HOME=${HEX_HOME:-$build/hex-home}

@@ -8,6 +8,8 @@ root=$(cd "$here/../../.." && pwd)
 export PLUGBOARD_PREFIX=${PLUGBOARD_PREFIX:-$root/build/elixir-prefix}
 . "$root/scripts/elixir_toolchain.sh"
 PATH="$(modern_elixir_bin "$root"):$PATH"
+# The toolchain these benchmarks run on, for scripts/bench_record.sh's record.
+[ -n "${PLUGBOARD_RECORD_INFO:-}" ] && elixir -e 'IO.puts("elixir #{System.version()} #{System.otp_release()}")' >> "$PLUGBOARD_RECORD_INFO"
 export MIX_HOME=${MIX_HOME:-$root/build/mix-home-modern} HEX_HOME=${HEX_HOME:-$root/build/hex-home}
 . "$root/scripts/hex_registry.sh"
 hex_deps_get "$here"

@@ -44,10 +44,10 @@ defmodule Plugboard.Nx.GuidesDoctestTest do
 
     try do
       # [guide]
-      y = Nx.Defn.jit(&MyModel.predict/2, compiler: Plugboard.Nx).(params, x)   # or client: / target:
-      Nx.Defn.global_default_options(compiler: Plugboard.Nx)                    # every jit, from now on
-      Nx.default_backend(Plugboard.Nx.Backend)                                  # eager ops on the device
-      mlir = Plugboard.Nx.to_mlir(&MyModel.predict/2, [params, x])              # the StableHLO text, to read
+      y = Nx.Defn.jit(&MyModel.predict/2, compiler: Plugboard.Nx).(params, x)  # or client:, target:
+      Nx.Defn.global_default_options(compiler: Plugboard.Nx)   # every jit from now on
+      Nx.default_backend(Plugboard.Nx.Backend)                 # eager ops on the device
+      mlir = Plugboard.Nx.to_mlir(&MyModel.predict/2, [params, x])   # the StableHLO, to read
       # [guide]
 
       assert Nx.to_flat_list(y) == [3.5, 2.5]
